@@ -1,0 +1,3 @@
+"""Keras layers of structured attention."""
+
+from keras_structattn.layers.area_attention import MultiHeadAreaAttention

@@ -1,0 +1,573 @@
+"""`MultiHeadAreaAttention`: a drop-in for `keras.layers.MultiHeadAttention`
+whose heads attend to areas (spans or rectangles) of the memory."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.ops import _checks
+from keras_structattn.ops.area_attention import IMPLEMENTATIONS
+from keras_structattn.ops.area_attention import VALUE_MODES
+from keras_structattn.ops.area_attention import area_attention
+from keras_structattn.ops.area_attention import attend_to_areas
+from keras_structattn.ops.areas import area_coordinates
+from keras_structattn.ops.areas import area_features
+from keras_structattn.ops.areas import num_areas
+
+# Parameter-free key modes (handled by `area_attention`) and the learned ones
+# of Eq. 9, whose MLP and shape embeddings are shared by all heads.
+PLAIN_KEY_MODES = ("mean", "max", "sample")
+MLP_KEY_MODES = ("concat", "max_concat", "sum", "sample_concat", "sample_sum")
+KEY_MODES = PLAIN_KEY_MODES + MLP_KEY_MODES
+
+
+def _mlp_input_dim(mode, key_dim):
+    """Width of the feature vector fed to the area-key MLP."""
+    shape_dim = 2 * (key_dim // 2)
+    return {
+        "concat": 2 * key_dim + shape_dim,  # [mean, std, e]
+        "max_concat": key_dim + shape_dim,  # [max, e]
+        "sum": key_dim,  # e + mean + std
+        "sample_concat": key_dim + shape_dim,  # [mean (+ noise), e]
+        "sample_sum": key_dim,  # mean (+ noise) + e
+    }[mode]
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
+    """Multi-head area attention (Li et al., 2019).
+
+    Each head attends to *areas* of the memory: spans of up to
+    `max_area_width` adjacent items of a 1-D memory, or rectangles of up to
+    `max_area_height x max_area_width` items of a 2-D memory. An area's key
+    is the mean of its items' keys (or another `area_key_mode`), its value
+    the sum of their values (or another `area_value_mode`). With
+    `max_area_width = max_area_height = 1` it computes exactly what
+    `keras.layers.MultiHeadAttention` computes with the same weights.
+
+    Constructor arguments, call signature and masking follow
+    `keras.layers.MultiHeadAttention` (`key_dim` is the per-head size). The
+    differences:
+
+    * a query row with no attendable area outputs zeros (before the output
+      projection), in every code path; `keras.layers.MultiHeadAttention`
+      gives zeros or a uniform average depending on the path.
+    * an explicit `query_mask=` is honoured (Keras MHA ignores it in favour
+      of the query's Keras mask).
+    * `return_attention_scores=True` returns weights over areas,
+      `[B, num_heads, T, num_areas]`; `area_coordinates()` maps an area
+      index to `(row, col, height, width)`.
+    * a 2-D memory may be given as `[B, H, W, dim]` (then `memory_height` is
+      `H`), or flattened row-major as `[B, H * W, dim]` with
+      `memory_height=H`. A `[B, H, W, dim]` query gives a `[B, H, W, out]`
+      output.
+    * `attention_axes` must be left at its default and `flash_attention` is
+      not used.
+
+    Masks are boolean, True = may attend. An area may be attended iff every
+    item in it may, so padding masks and causal masks (raster order in 2-D)
+    carry over to areas.
+
+    Args:
+        num_heads, key_dim, value_dim, dropout, use_bias, output_shape,
+            sliding_window, kernel_initializer, bias_initializer,
+            kernel_regularizer, bias_regularizer, activity_regularizer,
+            kernel_constraint, bias_constraint, use_gate, seed: as in
+            `keras.layers.MultiHeadAttention`. `dropout` drops area weights.
+        max_area_width: largest area width (span length in 1-D).
+        max_area_height: largest area height (2-D memories).
+        memory_height: rows of a flattened 2-D memory (1 for 1-D).
+        area_key_mode: `"mean"` (Eq. 3, default), `"max"`, `"sample"`
+            (mean + std * noise when training), or a learned mode of Eq. 9:
+            `"concat"`, `"max_concat"`, `"sum"`, `"sample_concat"`,
+            `"sample_sum"`. The learned modes add weights shared by all
+            heads: `area_height_embedding` `[max_area_height, key_dim // 2]`,
+            `area_width_embedding` `[max_area_width, key_dim // 2]` and the
+            Dense sublayers `area_key_hidden` (ReLU) and `area_key_output`.
+        area_value_mode: `"sum"` (Eq. 4, default), `"mean"` or `"max"`.
+        area_temperature: the area logits are divided by it.
+        top_k_areas: if > 0, each query keeps only its top-k areas.
+        area_implementation: `"fast"` (default: item logits summed over
+            areas, area weights folded back onto items; never materialises
+            area keys or values where the mode allows) or `"direct"`
+            (materialises them, like tensor2tensor). Same results.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments: as `keras.layers.MultiHeadAttention.call`.
+
+    Example:
+
+    >>> layer = MultiHeadAreaAttention(num_heads=4, key_dim=16,
+    ...                                max_area_width=3)
+    >>> x = keras.random.normal((2, 10, 64))
+    >>> layer(x, x, use_causal_mask=True).shape
+    (2, 10, 64)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        output_shape=None,
+        attention_axes=None,
+        sliding_window=None,
+        flash_attention=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        use_gate=False,
+        seed=None,
+        max_area_width=1,
+        max_area_height=1,
+        memory_height=1,
+        area_key_mode="mean",
+        area_value_mode="sum",
+        area_temperature=1.0,
+        top_k_areas=0,
+        area_implementation="fast",
+        **kwargs,
+    ):
+        _checks.positive_int("max_area_width", max_area_width)
+        _checks.positive_int("max_area_height", max_area_height)
+        _checks.positive_int("memory_height", memory_height)
+        _checks.one_of("area_key_mode", area_key_mode, KEY_MODES)
+        _checks.one_of("area_value_mode", area_value_mode, VALUE_MODES)
+        _checks.positive_float("area_temperature", area_temperature)
+        _checks.non_negative_int("top_k_areas", top_k_areas)
+        _checks.one_of(
+            "area_implementation", area_implementation, IMPLEMENTATIONS
+        )
+        _checks.rate("dropout", dropout)
+        if flash_attention:
+            raise ValueError(
+                "Argument `flash_attention` must be None or False: area "
+                "attention has no flash kernel. "
+                f"Received: flash_attention={flash_attention!r}"
+            )
+        # After a build, Keras MHA stores the normalised axes (1,) in its
+        # config; any other value would attend over other axes than areas.
+        if attention_axes not in (None, 1, (1,), [1]):
+            raise ValueError(
+                "Argument `attention_axes` must be None: area attention "
+                "attends over the memory axis (give 2-D memories as "
+                "[B, H, W, dim] or set `memory_height`). "
+                f"Received: attention_axes={attention_axes!r}"
+            )
+        super().__init__(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            dropout=dropout,
+            use_bias=use_bias,
+            output_shape=output_shape,
+            attention_axes=None,
+            sliding_window=sliding_window,
+            flash_attention=False,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            use_gate=use_gate,
+            seed=seed,
+            **kwargs,
+        )
+        if area_key_mode in ("sum", "sample_sum") and key_dim % 2:
+            raise ValueError(
+                f"area_key_mode={area_key_mode!r} adds the area-shape "
+                "embedding (key_dim // 2 for height and for width) to the "
+                "key features, so `key_dim` must be even. "
+                f"Received: key_dim={key_dim}"
+            )
+        self._flash_attention = False
+        self._max_area_width = max_area_width
+        self._max_area_height = max_area_height
+        self._memory_height = memory_height
+        self._area_key_mode = area_key_mode
+        self._area_value_mode = area_value_mode
+        self._area_temperature = float(area_temperature)
+        self._top_k_areas = top_k_areas
+        self._area_implementation = area_implementation
+        # Draws for area dropout and `sample` noise.
+        self._area_seed_generator = keras.random.SeedGenerator(seed)
+        self._memory_length = None
+        self._grid_height = memory_height
+
+    # Read-only views of the area arguments, like MHA's properties.
+    @property
+    def max_area_width(self):
+        return self._max_area_width
+
+    @property
+    def max_area_height(self):
+        return self._max_area_height
+
+    @property
+    def memory_height(self):
+        return self._memory_height
+
+    @property
+    def area_key_mode(self):
+        return self._area_key_mode
+
+    @property
+    def area_value_mode(self):
+        return self._area_value_mode
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            max_area_width=self._max_area_width,
+            max_area_height=self._max_area_height,
+            memory_height=self._memory_height,
+            area_key_mode=self._area_key_mode,
+            area_value_mode=self._area_value_mode,
+            area_temperature=self._area_temperature,
+            top_k_areas=self._top_k_areas,
+            area_implementation=self._area_implementation,
+        )
+        return config
+
+    # ------------------------------------------------------------------ shapes
+
+    def _grid_height_for(self, memory_shape):
+        """The memory's grid height: from a `[B, H, W, dim]` shape, or the
+        `memory_height` argument for `[B, L, dim]`."""
+        if len(memory_shape) == 4:
+            height = memory_shape[1]
+            if self._memory_height not in (1, height):
+                raise ValueError(
+                    "A 2-D memory [B, H, W, dim] sets the grid height to H, "
+                    f"which conflicts with memory_height={self._memory_height}"
+                    f". Received a memory of shape {tuple(memory_shape)}."
+                )
+            return height
+        if len(memory_shape) != 3:
+            raise ValueError(
+                "`value` and `key` must be [batch, length, dim] or "
+                f"[batch, height, width, dim]. Received shape {tuple(memory_shape)}"
+            )
+        return self._memory_height
+
+    @staticmethod
+    def _flat_shape(shape):
+        shape = tuple(shape)
+        if len(shape) == 4:
+            rows, cols = shape[1], shape[2]
+            length = None if rows is None or cols is None else rows * cols
+            return (shape[0], length, shape[3])
+        if len(shape) != 3:
+            raise ValueError(
+                "`query` must be [batch, length, dim] or "
+                f"[batch, height, width, dim]. Received shape {shape}"
+            )
+        return shape
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        self._grid_height = self._grid_height_for(value_shape)
+        self._grid_height_for(key_shape)
+        query_shape = self._flat_shape(query_shape)
+        value_shape = self._flat_shape(value_shape)
+        key_shape = self._flat_shape(key_shape)
+        self._memory_length = value_shape[1]
+        if self._memory_length is not None:
+            _checks.grid(self._memory_length, self._grid_height)
+        super().build(query_shape, value_shape, key_shape)
+        if self._area_key_mode in MLP_KEY_MODES:
+            self._build_area_key_mlp()
+
+    def _build_area_key_mlp(self):
+        half = self._key_dim // 2
+        self.area_height_embedding = self.add_weight(
+            name="area_height_embedding",
+            shape=(self._max_area_height, half),
+            initializer=self._get_common_kwargs_for_sublayer()[
+                "kernel_initializer"
+            ],
+        )
+        self.area_width_embedding = self.add_weight(
+            name="area_width_embedding",
+            shape=(self._max_area_width, half),
+            initializer=self._get_common_kwargs_for_sublayer()[
+                "kernel_initializer"
+            ],
+        )
+        common = self._get_common_kwargs_for_sublayer()
+        self._area_key_hidden = keras.layers.Dense(
+            self._key_dim, activation="relu", name="area_key_hidden", **common
+        )
+        self._area_key_hidden.build(
+            (None, _mlp_input_dim(self._area_key_mode, self._key_dim))
+        )
+        common = self._get_common_kwargs_for_sublayer()
+        self._area_key_output = keras.layers.Dense(
+            self._key_dim, name="area_key_output", **common
+        )
+        self._area_key_output.build((None, self._key_dim))
+
+    def _num_areas(self, length):
+        return num_areas(
+            length, self._grid_height, self._max_area_width, self._max_area_height
+        )
+
+    def area_coordinates(self, memory_length=None):
+        """Maps area indices (of the returned scores) to grid positions.
+
+        Args:
+            memory_length: items in the memory; defaults to the length the
+                layer was built with.
+
+        Returns:
+            An int32 NumPy array `[num_areas, 4]` of
+            `(row, col, height, width)`.
+        """
+        length = memory_length or self._memory_length
+        if length is None:
+            raise ValueError(
+                "Pass `memory_length`: the layer was not built with a static "
+                "memory length."
+            )
+        return area_coordinates(
+            length, self._grid_height, self._max_area_width, self._max_area_height
+        )
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        output_shape = self.compute_output_shape(
+            query.shape, value.shape, None if key is None else key.shape
+        )
+        output = keras.KerasTensor(output_shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        height = self._grid_height_for(value.shape)
+        length = self._flat_shape(value.shape)[1]
+        areas = None if length is None else num_areas(
+            length, height, self._max_area_width, self._max_area_height
+        )
+        query_length = self._flat_shape(query.shape)[1]
+        scores = keras.KerasTensor(
+            (query.shape[0], self._num_heads, query_length, areas),
+            dtype=self.compute_dtype,
+        )
+        return output, scores
+
+    # -------------------------------------------------------------------- call
+
+    @staticmethod
+    def _flatten(x):
+        """`[B, H, W, d]` -> `[B, H * W, d]`; other ranks unchanged."""
+        if x is None or len(x.shape) != 4:
+            return x
+        shape = ops.shape(x)
+        return ops.reshape(x, (shape[0], shape[1] * shape[2], shape[3]))
+
+    @staticmethod
+    def _flatten_mask(mask):
+        """`[B, H, W]` item masks -> `[B, H * W]`."""
+        if mask is None or len(mask.shape) != 3:
+            return mask
+        shape = ops.shape(mask)
+        return ops.reshape(mask, (shape[0], shape[1] * shape[2]))
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        if key is None:
+            key = value
+        # `Layer.__call__` has already filled `query_mask` (and the value and
+        # key masks) from the inputs' Keras masks where they were not given.
+        query_grid = ops.shape(query)[1:3] if len(query.shape) == 4 else None
+        if len(value.shape) == 4 or len(query.shape) == 4:
+            if attention_mask is not None and len(attention_mask.shape) > 3:
+                raise ValueError(
+                    "With [B, H, W, dim] inputs, `attention_mask` must be "
+                    "given over the flattened (row-major) axes: [B, T, S]. "
+                    f"Received attention_mask.shape={tuple(attention_mask.shape)}"
+                )
+        query, value, key = (self._flatten(t) for t in (query, value, key))
+        query_mask = self._flatten_mask(query_mask)
+        value_mask = self._flatten_mask(value_mask)
+        key_mask = self._flatten_mask(key_mask)
+        for tensor in (query, value, key):
+            set_keras_mask(tensor, None)
+
+        attention_mask = self._compute_attention_mask(
+            query,
+            value,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+        )
+        if self._use_gate:
+            gate = self._gate_dense(query)
+        projected_query = self._query_dense(query)
+        projected_key = self._key_dense(key)
+        projected_value = self._value_dense(value)
+        output, scores = self._compute_attention(
+            projected_query,
+            projected_key,
+            projected_value,
+            attention_mask,
+            training,
+            return_attention_scores,
+        )
+        if self._use_gate:
+            output = ops.multiply(output, gate)
+        output = self._output_dense(output)
+        if query_grid is not None:
+            output = ops.reshape(
+                output,
+                (ops.shape(output)[0], query_grid[0], query_grid[1])
+                + tuple(ops.shape(output)[2:]),
+            )
+            if query_mask is not None:
+                query_mask = ops.reshape(query_mask, ops.shape(output)[:3])
+        if query_mask is not None:
+            set_keras_mask(output, query_mask)
+        if return_attention_scores:
+            return output, scores
+        return output
+
+    def _area_layout(self):
+        return dict(
+            memory_height=self._grid_height,
+            max_area_width=self._max_area_width,
+            max_area_height=self._max_area_height,
+        )
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        """Area attention over projected `[B, T, N, d]` inputs.
+
+        Returns `(output [B, T, N, dv], weights [B, N, T, num_areas] or None)`.
+        """
+        if use_causal_mask:
+            causal = self._compute_causal_mask(query, value)
+            attention_mask = (
+                causal
+                if attention_mask is None
+                else ops.logical_and(ops.cast(attention_mask, "bool"), causal)
+            )
+        # [B, T, N, d] -> [B, N, T, d], queries scaled as in MHA.
+        query = ops.transpose(query, (0, 2, 1, 3))
+        query = ops.multiply(
+            query, ops.cast(1.0 / math.sqrt(float(self._key_dim)), query.dtype)
+        )
+        key = ops.transpose(key, (0, 2, 1, 3))
+        value = ops.transpose(value, (0, 2, 1, 3))
+        mask = None
+        if attention_mask is not None:
+            # [B, T, S] -> [B, 1, T, S]: the same mask for every head.
+            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
+        options = dict(
+            value_mode=self._area_value_mode,
+            temperature=self._area_temperature,
+            top_k_areas=self._top_k_areas,
+            training=bool(training),
+            return_weights=return_attention_scores,
+            dropout_rate=self._dropout,
+            seed=self._area_seed_generator,
+            implementation=self._area_implementation,
+            **self._area_layout(),
+        )
+        if self._area_key_mode in PLAIN_KEY_MODES:
+            result = area_attention(
+                query, key, value, mask, key_mode=self._area_key_mode, **options
+            )
+        else:
+            area_key = self._learned_area_keys(key, training=bool(training))
+            result = attend_to_areas(query, area_key, value, mask, **options)
+        output, weights = result if return_attention_scores else (result, None)
+        return ops.transpose(output, (0, 2, 1, 3)), weights
+
+    def _learned_area_keys(self, key, training):
+        """Area keys of Eq. 9: `Dense(ReLU(Dense(f)))` of area features `f`
+        and the area-shape embedding, the MLP shared by all heads."""
+        mode = self._area_key_mode
+        wanted = {
+            "concat": ("mean", "std"),
+            "max_concat": ("max",),
+            "sum": ("mean", "std"),
+            "sample_concat": ("mean", "std"),
+            "sample_sum": ("mean", "std"),
+        }[mode]
+        feats = area_features(key, axis=-2, features=wanted, **self._area_layout())
+        dtype = self.compute_dtype
+        shape_embedding = ops.concatenate(
+            [
+                ops.take(self.area_height_embedding, feats["heights"] - 1, axis=0),
+                ops.take(self.area_width_embedding, feats["widths"] - 1, axis=0),
+            ],
+            axis=-1,
+        )
+        shape_embedding = ops.cast(shape_embedding, dtype)
+        if mode.startswith("sample"):
+            mean = feats["mean"]
+            if training:
+                noise = keras.random.normal(
+                    ops.shape(mean), seed=self._area_seed_generator
+                )
+                mean = mean + feats["std"] * noise
+            feats = dict(feats, mean=mean)
+        if mode in ("sum", "sample_sum"):
+            summed = feats["mean"] + (feats["std"] if mode == "sum" else 0.0)
+            features = ops.cast(summed, dtype) + shape_embedding
+        else:
+            parts = {
+                "concat": ("mean", "std"),
+                "max_concat": ("max",),
+                "sample_concat": ("mean",),
+            }[mode]
+            pieces = [ops.cast(feats[name], dtype) for name in parts]
+            batch_shape = ops.shape(pieces[0])[:-1]
+            pieces.append(
+                ops.broadcast_to(
+                    shape_embedding,
+                    tuple(batch_shape) + (shape_embedding.shape[-1],),
+                )
+            )
+            features = ops.concatenate(pieces, axis=-1)
+        return self._area_key_output(self._area_key_hidden(features))
