@@ -2,11 +2,14 @@
 
 from keras_structattn.ops.area_attention import area_attention
 from keras_structattn.ops.area_attention import area_keys
-from keras_structattn.ops.area_attention import area_mask_from_item_mask
 from keras_structattn.ops.area_attention import attend_to_areas
 from keras_structattn.ops.areas import area_coordinates
 from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.areas import area_fold
+from keras_structattn.ops.areas import area_grids
+from keras_structattn.ops.areas import concat_area_grids
+from keras_structattn.ops.areas import fold_area_grids
+from keras_structattn.ops.areas import split_areas
 from keras_structattn.ops.areas import area_reduce
 from keras_structattn.ops.areas import area_shapes
 from keras_structattn.ops.areas import area_sizes

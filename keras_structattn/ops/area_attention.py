@@ -26,8 +26,12 @@ from keras import random
 from keras_structattn.ops import _checks
 from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.areas import area_fold
+from keras_structattn.ops.areas import area_grids
 from keras_structattn.ops.areas import area_reduce
-from keras_structattn.ops.areas import area_sizes
+from keras_structattn.ops.areas import area_shapes
+from keras_structattn.ops.areas import concat_area_grids
+from keras_structattn.ops.areas import fold_area_grids
+from keras_structattn.ops.areas import split_areas
 
 KEY_MODES = ("mean", "max", "sample")
 VALUE_MODES = ("sum", "mean", "max")
@@ -70,65 +74,72 @@ def _check_tensors(query, key, value, key_name="key"):
             )
 
 
-def area_mask_from_item_mask(
-    mask, *, length, memory_height=1, max_area_width=1, max_area_height=1
-):
-    """Turns an item mask into an area mask: an area may be attended iff all
-    of its items may.
+def _mask_grids(mask, *, length, memory_height, max_area_width, max_area_height):
+    """Per-shape area masks: an area may be attended iff all its items may.
 
-    Args:
-        mask: boolean (or 0/1) tensor broadcastable to `[..., Lq, length]`,
-            True where a query may attend an item. Padding, causal (in raster
-            order for 2-D) and arbitrary masks all carry over.
-        length: number of memory items.
-        memory_height, max_area_width, max_area_height: the area layout.
-
-    Returns:
-        A boolean tensor `[..., Lq, num_areas]` (or `[..., 1]` if `mask` does
-        not vary along the memory axis).
+    `mask` is boolean (or 0/1), broadcastable to `[..., Lq, length]`. Padding,
+    causal (raster order in 2-D) and arbitrary masks all carry over. A mask
+    that does not vary along the memory axis (last dim 1) stays as it is.
     """
     mask = ops.cast(mask, "bool")
+    layout = dict(
+        memory_height=memory_height,
+        max_area_width=max_area_width,
+        max_area_height=max_area_height,
+    )
     if mask.shape[-1] == 1:
-        return mask
+        shapes = area_shapes(length, **layout)
+        return [ops.expand_dims(mask, -1)] * len(shapes)
     if mask.shape[-1] != length:
         raise ValueError(
             f"`mask` must have {length} (the memory length) or 1 entries on "
             f"its last axis. Received: mask.shape={tuple(mask.shape)}"
         )
-    return area_reduce(
-        mask,
-        "all",
-        memory_height=memory_height,
-        max_area_width=max_area_width,
-        max_area_height=max_area_height,
-        axis=-1,
-    )
+    return area_grids(mask, "all", axis=-1, **layout)
 
 
-def _masked_exp(logits, area_mask):
-    """Unnormalised float32 softmax over the last axis, and its row sums.
+def _masked_exp(logit_grids, mask_grids, stabiliser=None):
+    """Unnormalised float32 softmax over all areas of all shapes.
 
-    Masked entries are exactly 0. A row with no allowed entry has a sum of 0;
-    the caller divides by `where(sum > 0, sum, 1)` so that the row is 0, not
-    NaN. The stabiliser is taken over allowed entries only and carries no
-    gradient (softmax does not depend on it).
+    Args:
+        logit_grids: per-shape float32 logits `[..., rows_s, cols_s]`.
+        mask_grids: per-shape boolean masks (broadcastable), or None.
+        stabiliser: optional `[..., 1, 1]` upper bound of the allowed logits
+            that is attained by one of them (default: their max).
+
+    Returns:
+        `(numerators, totals)`: per-shape `exp(logit - max)`, exactly 0 where
+        masked, and their sum over all areas `[..., 1, 1]`. A row with no
+        allowed area sums to 0; callers divide by `where(total > 0, total, 1)`
+        so that the row is 0, not NaN. The stabiliser is the max over allowed
+        areas and carries no gradient (the softmax does not depend on it).
     """
-    if area_mask is None:
-        masked = logits
-    else:
-        masked = ops.where(area_mask, logits, _MASKED_LOGIT)
-    stabiliser = ops.stop_gradient(ops.max(masked, axis=-1, keepdims=True))
-    numerators = ops.exp(masked - stabiliser)
-    if area_mask is not None:
-        # When a whole row is masked, masked - stabiliser is 0 everywhere:
-        # multiplying by the mask makes that row 0 (no inf is involved).
-        numerators = numerators * ops.cast(area_mask, "float32")
-    totals = ops.sum(numerators, axis=-1, keepdims=True)
+    if mask_grids is not None:
+        logit_grids = [
+            ops.where(m, g, _MASKED_LOGIT) for g, m in zip(logit_grids, mask_grids)
+        ]
+    if stabiliser is None:
+        stabiliser = ops.max(logit_grids[0], axis=(-2, -1), keepdims=True)
+        for g in logit_grids[1:]:
+            stabiliser = ops.maximum(
+                stabiliser, ops.max(g, axis=(-2, -1), keepdims=True)
+            )
+    stabiliser = ops.stop_gradient(stabiliser)
+    numerators = [ops.exp(g - stabiliser) for g in logit_grids]
+    if mask_grids is not None:
+        # For a row with every area masked, logit - stabiliser is 0: the mask
+        # product makes that row 0 (no inf is involved, so no NaN gradient).
+        numerators = [
+            e * ops.cast(m, "float32") for e, m in zip(numerators, mask_grids)
+        ]
+    totals = ops.sum(numerators[0], axis=(-2, -1), keepdims=True)
+    for e in numerators[1:]:
+        totals = totals + ops.sum(e, axis=(-2, -1), keepdims=True)
     return numerators, totals
 
 
-def _safe_divide(numerators, totals):
-    return numerators / ops.where(totals > 0, totals, ops.ones_like(totals))
+def _nonzero(totals):
+    return ops.where(totals > 0, totals, ops.ones_like(totals))
 
 
 def _top_k(weights, k):
@@ -136,19 +147,19 @@ def _top_k(weights, k):
     k = min(k, weights.shape[-1])
     kth = ops.top_k(weights, k, sorted=True)[0][..., -1:]
     kept = ops.where(weights >= kth, weights, ops.zeros_like(weights))
-    return _safe_divide(kept, ops.sum(kept, axis=-1, keepdims=True))
+    return kept / _nonzero(ops.sum(kept, axis=-1, keepdims=True))
 
 
 def _attend(
-    logits,
+    logit_grids,
     mask,
     value,
     *,
+    stabiliser=None,
     memory_height,
     max_area_width,
     max_area_height,
     value_mode,
-    temperature,
     top_k_areas,
     training,
     return_weights,
@@ -159,10 +170,12 @@ def _attend(
     """Softmax over area logits and aggregation of area values.
 
     Args:
-        logits: float32 `[B, N, Lq, num_areas]` (not yet divided by the
-            temperature).
+        logit_grids: per-shape float32 area logits `[B, N, Lq, rows, cols]`
+            (layout of `area_grids(..., axis=-1)`), already divided by the
+            temperature.
         mask: item mask broadcastable to `[B, N, Lq, L]`, or None.
         value: `[B, N, L, Dv]`.
+        stabiliser: see `_masked_exp`.
         (the rest as in `area_attention`.)
     """
     length = value.shape[-2]
@@ -171,40 +184,42 @@ def _attend(
         max_area_width=max_area_width,
         max_area_height=max_area_height,
     )
-    area_mask = None
+    shapes = area_shapes(length, **layout)
+    mask_grids = None
     if mask is not None:
-        area_mask = area_mask_from_item_mask(mask, length=length, **layout)
-    if temperature != 1.0:
-        logits = logits / temperature
-    numerators, totals = _masked_exp(logits, area_mask)
+        mask_grids = _mask_grids(mask, length=length, **layout)
+    numerators, totals = _masked_exp(logit_grids, mask_grids, stabiliser)
+    fold = implementation == "fast" and value_mode in ("sum", "mean")
+    use_dropout = bool(training) and dropout_rate > 0
 
-    fold_values = implementation == "fast" and value_mode in ("sum", "mean")
-    use_dropout = training and dropout_rate > 0
-    need_weights = (
-        return_weights or top_k_areas > 0 or use_dropout or not fold_values
-    )
-    weights = None
-    if need_weights:
-        weights = _safe_divide(numerators, totals)
+    weights = None  # concatenated [B, N, Lq, num_areas], when needed
+    if return_weights or top_k_areas > 0 or not fold:
+        weights = concat_area_grids(numerators) / ops.squeeze(_nonzero(totals), -1)
         if top_k_areas > 0:
             weights = _top_k(weights, top_k_areas)
-    returned_weights = weights
-    if use_dropout:
-        weights = random.dropout(weights, dropout_rate, seed=seed)
+    returned = weights
 
-    if fold_values:
-        per_item = value_mode == "mean"
-        if weights is None:
-            # Fold the unnormalised weights and normalise once per row:
-            # cheaper than normalising every area weight.
-            item_weights = _safe_divide(
-                area_fold(numerators, length=length, per_item=per_item, **layout),
-                totals,
-            )
-        else:
+    if fold and top_k_areas == 0:
+        # Fold the unnormalised per-shape weights onto items and normalise
+        # once per row: no concatenation, and L instead of |R| divisions.
+        if use_dropout:
+            numerators = [
+                random.dropout(e, dropout_rate, seed=seed) for e in numerators
+            ]
+        if value_mode == "mean":
+            numerators = [
+                e * (1.0 / (h * w)) for (h, w, _, _), e in zip(shapes, numerators)
+            ]
+        items = fold_area_grids(numerators, length=length, axis=-1, **layout)
+        item_weights = items / ops.squeeze(_nonzero(totals), -1)
+    else:
+        if use_dropout:
+            weights = random.dropout(weights, dropout_rate, seed=seed)
+        if fold:
             item_weights = area_fold(
-                weights, length=length, per_item=per_item, **layout
+                weights, length=length, per_item=value_mode == "mean", **layout
             )
+    if fold:
         output = ops.einsum(
             "bnqk,bnkd->bnqd", ops.cast(item_weights, value.dtype), value
         )
@@ -223,8 +238,19 @@ def _attend(
             ops.cast(area_values, value.dtype),
         )
     if return_weights:
-        return output, ops.cast(returned_weights, value.dtype)
+        return output, ops.cast(returned, value.dtype)
     return output
+
+
+def _area_logit_grids(query, area_key, *, length, temperature, layout):
+    """Logits of queries against materialised area keys, as per-shape grids."""
+    logits = ops.cast(
+        ops.einsum("bnqd,bnad->bnqa", query, ops.cast(area_key, query.dtype)),
+        "float32",
+    )
+    if temperature != 1.0:
+        logits = logits / temperature
+    return split_areas(logits, length=length, axis=-1, **layout)
 
 
 def area_keys(
@@ -337,26 +363,38 @@ def area_attention(
     length = key.shape[-2]
     _checks.grid(length, memory_height)
     if implementation == "fast" and key_mode == "mean":
+        # The mean of the items' logits is the logit of the mean key.
         item_logits = ops.cast(
             ops.einsum("bnqd,bnkd->bnqk", query, key), "float32"
         )
-        heights, widths = area_sizes(length, **layout)
-        inverse_sizes = ops.convert_to_tensor(
-            (1.0 / (heights * widths)).astype("float32")
+        logit_grids = [
+            g * (1.0 / (h * w * temperature))
+            for (h, w, _, _), g in zip(
+                area_shapes(length, **layout),
+                area_grids(item_logits, "sum", axis=-1, **layout),
+            )
+        ]
+        # An allowed area's mean logit is at most the largest logit of the
+        # allowed items, and that item's 1x1 area attains it: so the softmax
+        # stabiliser comes from the L item logits, not the |R| area logits.
+        allowed = item_logits
+        if mask is not None:
+            allowed = ops.where(ops.cast(mask, "bool"), item_logits, _MASKED_LOGIT)
+        stabiliser = ops.expand_dims(
+            ops.max(allowed, axis=-1, keepdims=True) / temperature, -1
         )
-        logits = area_reduce(item_logits, "sum", axis=-1, **layout) * inverse_sizes
     else:
+        stabiliser = None
         keys = area_keys(key, key_mode, training=training, seed=seed, **layout)
-        logits = ops.cast(
-            ops.einsum("bnqd,bnad->bnqa", query, ops.cast(keys, query.dtype)),
-            "float32",
+        logit_grids = _area_logit_grids(
+            query, keys, length=length, temperature=temperature, layout=layout
         )
     return _attend(
-        logits,
+        logit_grids,
         mask,
         value,
+        stabiliser=stabiliser,
         value_mode=value_mode,
-        temperature=temperature,
         top_k_areas=top_k_areas,
         training=training,
         return_weights=return_weights,
@@ -404,23 +442,25 @@ def attend_to_areas(
         implementation,
     )
     _check_tensors(query, area_key, value, key_name="area_key")
-    logits = ops.cast(
-        ops.einsum("bnqd,bnad->bnqa", query, ops.cast(area_key, query.dtype)),
-        "float32",
-    )
-    return _attend(
-        logits,
-        mask,
-        value,
+    layout = dict(
         memory_height=memory_height,
         max_area_width=max_area_width,
         max_area_height=max_area_height,
+    )
+    length = value.shape[-2]
+    logit_grids = _area_logit_grids(
+        query, area_key, length=length, temperature=temperature, layout=layout
+    )
+    return _attend(
+        logit_grids,
+        mask,
+        value,
         value_mode=value_mode,
-        temperature=temperature,
         top_k_areas=top_k_areas,
         training=training,
         return_weights=return_weights,
         dropout_rate=dropout_rate,
         seed=seed,
         implementation=implementation,
+        **layout,
     )

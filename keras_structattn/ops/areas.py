@@ -176,6 +176,78 @@ def _from_grid(x, row_axis):
     return ops.reshape(x, merged + shape[row_axis + 2 :])
 
 
+def _layout(length, memory_height, max_area_width, max_area_height):
+    height, width = _checks.grid(length, memory_height)
+    shapes = area_shapes(length, memory_height, max_area_width, max_area_height)
+    return height, width, shapes
+
+
+def area_grids(
+    x,
+    reduction="sum",
+    *,
+    memory_height=1,
+    max_area_width=1,
+    max_area_height=1,
+    axis=-1,
+):
+    """Like `area_reduce`, but one tensor per area shape, in grid form.
+
+    Returns a list aligned with `area_shapes(...)`: entry `s` has the memory
+    axis of `x` replaced by the two axes `(rows_s, cols_s)` of that shape's
+    top-left positions. Keeping shapes apart (instead of concatenating
+    them) lets the fast attention path reduce, exponentiate and fold each
+    shape without slicing a concatenated tensor apart again.
+    """
+    _checks.one_of("reduction", reduction, sorted(_REDUCERS))
+    reduce = _REDUCERS[reduction]
+    height, width, shapes = _layout(
+        x.shape[axis], memory_height, max_area_width, max_area_height
+    )
+    grid, w_axis = _to_grid(x, axis, height, width)
+    h_axis = w_axis - 1
+    by_width = _running(grid, w_axis, width, max_area_width, reduce)
+    by_height = [
+        _running(row_sums, h_axis, height, max_area_height, reduce)
+        for row_sums in by_width
+    ]
+    return [by_height[w - 1][h - 1] for h, w, _, _ in shapes]
+
+
+def fold_area_grids(grids, *, length, memory_height=1, max_area_width=1,
+                    max_area_height=1, axis=-1):
+    """Adjoint of `area_grids(..., "sum")`: per-shape grids back to items.
+
+    Args:
+        grids: a list aligned with `area_shapes(...)`, entry `s` holding one
+            value per area of shape `s` on the two axes `(rows_s, cols_s)`
+            that `area_grids` produces for memory axis `axis`.
+        length, memory_height, max_area_width, max_area_height: the layout.
+        axis: the memory axis of the result (negative).
+
+    Returns:
+        The per-item sums of the values of all areas containing the item,
+        with the memory axis (of length `length`) at `axis`.
+    """
+    height, width, shapes = _layout(
+        length, memory_height, max_area_width, max_area_height
+    )
+    ndim = len(grids[0].shape)
+    w_axis = axis if axis < 0 else axis - (ndim - 1)
+    h_axis = w_axis - 1
+    by_shape = {(h, w): g for (h, w, _, _), g in zip(shapes, grids)}
+    n_heights = min(max_area_height, height)
+    n_widths = min(max_area_width, width)
+    by_width = [
+        _running_adjoint(
+            [by_shape[(h, w)] for h in range(1, n_heights + 1)], h_axis, height
+        )
+        for w in range(1, n_widths + 1)
+    ]
+    items = _running_adjoint(by_width, w_axis, width)
+    return _from_grid(items, h_axis)
+
+
 def area_reduce(
     x,
     reduction="sum",
@@ -201,25 +273,47 @@ def area_reduce(
         A tensor like `x` with `axis` of length `num_areas`, areas in the
         enumeration order of this module.
     """
-    if reduction not in _REDUCERS:
-        raise ValueError(
-            "Argument `reduction` must be one of "
-            f"{sorted(_REDUCERS)}. Received: reduction={reduction!r}"
-        )
-    reduce = _REDUCERS[reduction]
-    length = x.shape[axis]
-    height, width = _checks.grid(length, memory_height)
-    shapes = area_shapes(length, memory_height, max_area_width, max_area_height)
-    grid, w_axis = _to_grid(x, axis, height, width)
-    h_axis = w_axis - 1
-    by_width = _running(grid, w_axis, width, max_area_width, reduce)
-    by_height = [
-        _running(row_sums, h_axis, height, max_area_height, reduce)
-        for row_sums in by_width
-    ]
-    pieces = [_from_grid(by_height[w - 1][h - 1], h_axis) for h, w, _, _ in shapes]
-    out_axis = h_axis + 1
-    return ops.concatenate(pieces, axis=out_axis) if len(pieces) > 1 else pieces[0]
+    if axis >= 0:
+        axis -= len(x.shape)
+    grids = area_grids(
+        x,
+        reduction,
+        memory_height=memory_height,
+        max_area_width=max_area_width,
+        max_area_height=max_area_height,
+        axis=axis,
+    )
+    return concat_area_grids(grids, axis=axis)
+
+
+def split_areas(
+    area_values,
+    *,
+    length,
+    memory_height=1,
+    max_area_width=1,
+    max_area_height=1,
+    axis=-1,
+):
+    """Splits a concatenated area axis into per-shape grids (the inverse of
+    the concatenation in `area_reduce`; the layout of `area_grids`)."""
+    if axis >= 0:
+        axis -= len(area_values.shape)
+    _, _, shapes = _layout(length, memory_height, max_area_width, max_area_height)
+    grids = []
+    start = 0
+    for _, _, rows, cols in shapes:
+        piece = _take(area_values, axis, start, start + rows * cols)
+        start += rows * cols
+        grids.append(_to_grid(piece, axis, rows, cols)[0])
+    return grids
+
+
+def concat_area_grids(grids, axis=-1):
+    """Flattens per-shape grids (from `area_grids`) and concatenates them into
+    one area axis at `axis` (negative), in enumeration order."""
+    pieces = [_from_grid(g, axis - 1) for g in grids]
+    return ops.concatenate(pieces, axis=axis) if len(pieces) > 1 else pieces[0]
 
 
 def area_fold(
@@ -257,35 +351,25 @@ def area_fold(
     """
     if axis >= 0:
         axis -= len(area_values.shape)
-    height, width = _checks.grid(length, memory_height)
-    shapes = area_shapes(length, memory_height, max_area_width, max_area_height)
-    expected = sum(rows * cols for _, _, rows, cols in shapes)
-    if area_values.shape[axis] is not None and area_values.shape[axis] != expected:
-        raise ValueError(
-            f"`area_values` has {area_values.shape[axis]} areas along axis "
-            f"{axis}, but a memory of length {length} with "
-            f"memory_height={memory_height}, max_area_width={max_area_width} "
-            f"and max_area_height={max_area_height} has {expected}."
-        )
-    grids = {}
-    start = 0
-    for h, w, rows, cols in shapes:
-        piece = _take(area_values, axis, start, start + rows * cols)
-        start += rows * cols
-        if per_item:
-            piece = piece * (1.0 / (h * w))
-        grids[(h, w)], w_axis = _to_grid(piece, axis, rows, cols)
-    h_axis = w_axis - 1
-    n_heights = min(max_area_height, height)
-    n_widths = min(max_area_width, width)
-    by_width = [
-        _running_adjoint(
-            [grids[(h, w)] for h in range(1, n_heights + 1)], h_axis, height
-        )
-        for w in range(1, n_widths + 1)
-    ]
-    items = _running_adjoint(by_width, w_axis, width)
-    return _from_grid(items, h_axis)
+    _, _, shapes = _layout(length, memory_height, max_area_width, max_area_height)
+    grids = split_areas(
+        area_values,
+        length=length,
+        memory_height=memory_height,
+        max_area_width=max_area_width,
+        max_area_height=max_area_height,
+        axis=axis,
+    )
+    if per_item:
+        grids = [g * (1.0 / (h * w)) for (h, w, _, _), g in zip(shapes, grids)]
+    return fold_area_grids(
+        grids,
+        length=length,
+        memory_height=memory_height,
+        max_area_width=max_area_width,
+        max_area_height=max_area_height,
+        axis=axis,
+    )
 
 
 def area_features(
