@@ -31,6 +31,7 @@ from keras_structattn.ops.areas import area_reduce
 from keras_structattn.ops.areas import area_shapes
 from keras_structattn.ops.areas import concat_area_grids
 from keras_structattn.ops.areas import fold_area_grids
+from keras_structattn.ops.areas import grid_ndim
 from keras_structattn.ops.areas import split_areas
 
 KEY_MODES = ("mean", "max", "sample")
@@ -89,7 +90,9 @@ def _mask_grids(mask, *, length, memory_height, max_area_width, max_area_height)
     )
     if mask.shape[-1] == 1:
         shapes = area_shapes(length, **layout)
-        return [ops.expand_dims(mask, -1)] * len(shapes)
+        if grid_ndim(memory_height) == 2:
+            mask = ops.expand_dims(mask, -1)
+        return [mask] * len(shapes)
     if mask.shape[-1] != length:
         raise ValueError(
             f"`mask` must have {length} (the memory length) or 1 entries on "
@@ -98,14 +101,16 @@ def _mask_grids(mask, *, length, memory_height, max_area_width, max_area_height)
     return area_grids(mask, "all", axis=-1, **layout)
 
 
-def _masked_exp(logit_grids, mask_grids, stabiliser=None):
+def _masked_exp(logit_grids, mask_grids, stabiliser=None, grid_axes=(-2, -1)):
     """Unnormalised float32 softmax over all areas of all shapes.
 
     Args:
         logit_grids: per-shape float32 logits `[..., rows_s, cols_s]`.
         mask_grids: per-shape boolean masks (broadcastable), or None.
-        stabiliser: optional `[..., 1, 1]` upper bound of the allowed logits
-            that is attained by one of them (default: their max).
+        stabiliser: optional upper bound of the allowed logits that is
+            attained by one of them (default: their max), shaped like
+            `totals`.
+        grid_axes: the trailing grid axes (see `grid_ndim`).
 
     Returns:
         `(numerators, totals)`: per-shape `exp(logit - max)`, exactly 0 where
@@ -119,10 +124,10 @@ def _masked_exp(logit_grids, mask_grids, stabiliser=None):
             ops.where(m, g, _MASKED_LOGIT) for g, m in zip(logit_grids, mask_grids)
         ]
     if stabiliser is None:
-        stabiliser = ops.max(logit_grids[0], axis=(-2, -1), keepdims=True)
+        stabiliser = ops.max(logit_grids[0], axis=grid_axes, keepdims=True)
         for g in logit_grids[1:]:
             stabiliser = ops.maximum(
-                stabiliser, ops.max(g, axis=(-2, -1), keepdims=True)
+                stabiliser, ops.max(g, axis=grid_axes, keepdims=True)
             )
     stabiliser = ops.stop_gradient(stabiliser)
     numerators = [ops.exp(g - stabiliser) for g in logit_grids]
@@ -132,9 +137,9 @@ def _masked_exp(logit_grids, mask_grids, stabiliser=None):
         numerators = [
             e * ops.cast(m, "float32") for e, m in zip(numerators, mask_grids)
         ]
-    totals = ops.sum(numerators[0], axis=(-2, -1), keepdims=True)
+    totals = ops.sum(numerators[0], axis=grid_axes, keepdims=True)
     for e in numerators[1:]:
-        totals = totals + ops.sum(e, axis=(-2, -1), keepdims=True)
+        totals = totals + ops.sum(e, axis=grid_axes, keepdims=True)
     return numerators, totals
 
 
@@ -188,13 +193,23 @@ def _attend(
     mask_grids = None
     if mask is not None:
         mask_grids = _mask_grids(mask, length=length, **layout)
-    numerators, totals = _masked_exp(logit_grids, mask_grids, stabiliser)
+    grid_axes = (-2, -1) if grid_ndim(memory_height) == 2 else (-1,)
+    numerators, totals = _masked_exp(
+        logit_grids, mask_grids, stabiliser, grid_axes
+    )
+    # Row totals as [..., 1], to divide item- or area-axis tensors.
+    row_totals = _nonzero(totals)
+    if len(grid_axes) == 2:
+        row_totals = ops.squeeze(row_totals, -1)
     fold = implementation == "fast" and value_mode in ("sum", "mean")
     use_dropout = bool(training) and dropout_rate > 0
 
     weights = None  # concatenated [B, N, Lq, num_areas], when needed
     if return_weights or top_k_areas > 0 or not fold:
-        weights = concat_area_grids(numerators) / ops.squeeze(_nonzero(totals), -1)
+        weights = (
+            concat_area_grids(numerators, memory_height=memory_height)
+            / row_totals
+        )
         if top_k_areas > 0:
             weights = _top_k(weights, top_k_areas)
     returned = weights
@@ -211,7 +226,7 @@ def _attend(
                 e * (1.0 / (h * w)) for (h, w, _, _), e in zip(shapes, numerators)
             ]
         items = fold_area_grids(numerators, length=length, axis=-1, **layout)
-        item_weights = items / ops.squeeze(_nonzero(totals), -1)
+        item_weights = items / row_totals
     else:
         if use_dropout:
             weights = random.dropout(weights, dropout_rate, seed=seed)
@@ -380,9 +395,9 @@ def area_attention(
         allowed = item_logits
         if mask is not None:
             allowed = ops.where(ops.cast(mask, "bool"), item_logits, _MASKED_LOGIT)
-        stabiliser = ops.expand_dims(
-            ops.max(allowed, axis=-1, keepdims=True) / temperature, -1
-        )
+        stabiliser = ops.max(allowed, axis=-1, keepdims=True) / temperature
+        if grid_ndim(memory_height) == 2:
+            stabiliser = ops.expand_dims(stabiliser, -1)
     else:
         stabiliser = None
         keys = area_keys(key, key_mode, training=training, seed=seed, **layout)

@@ -150,6 +150,8 @@ def _running_adjoint(parts, axis, size):
     # the width-w running sums, which fed the width-(w+1) sums at positions
     # 0..size-w-1 (hence the pad at the end), and each width-w sum added the
     # item w-1 places after its start (hence the pad at the front).
+    if len(parts) == 1:
+        return parts[0]
     grad = parts[-1]
     total = _pad(grad, axis, len(parts) - 1, 0)
     for w in range(len(parts) - 1, 0, -1):
@@ -158,17 +160,33 @@ def _running_adjoint(parts, axis, size):
     return total
 
 
-def _to_grid(x, axis, height, width):
-    """Splits the memory axis into `(H, W)`; returns the grid and W's axis."""
+def grid_ndim(memory_height):
+    """Number of trailing axes of a per-shape area grid: 1 for a 1-D memory
+    (`[..., cols]`), 2 for a 2-D one (`[..., rows, cols]`).
+
+    1-D grids carry no singleton row axis: XLA fuses the 4-D tensors of the
+    1-D case much better than 5-D ones with a degenerate axis.
+    """
+    return 1 if memory_height == 1 else 2
+
+
+def _to_grid(x, axis, height, width, memory_height):
+    """Splits the memory axis into `(H, W)` (left as is for 1-D memories);
+    returns the grid and W's (negative) axis."""
     ndim = len(x.shape)
+    if grid_ndim(memory_height) == 1:
+        return x, axis if axis < 0 else axis - ndim
     axis = axis % ndim
     shape = list(ops.shape(x))
     shape[axis : axis + 1] = [height, width]
     return ops.reshape(x, shape), axis + 1 - (ndim + 1)
 
 
-def _from_grid(x, row_axis):
-    """Merges the `(rows, cols)` axes at `row_axis, row_axis + 1` into one."""
+def _from_grid(x, row_axis, memory_height):
+    """Merges the `(rows, cols)` axes at `row_axis, row_axis + 1` into one
+    (nothing to do for 1-D memories, whose grids have no row axis)."""
+    if grid_ndim(memory_height) == 1:
+        return x
     shape = list(ops.shape(x))
     ndim = len(shape)
     row_axis = row_axis % ndim
@@ -195,7 +213,8 @@ def area_grids(
 
     Returns a list aligned with `area_shapes(...)`: entry `s` has the memory
     axis of `x` replaced by the two axes `(rows_s, cols_s)` of that shape's
-    top-left positions. Keeping shapes apart (instead of concatenating
+    top-left positions (by the single axis `cols_s` for a 1-D memory; see
+    `grid_ndim`). Keeping shapes apart (instead of concatenating
     them) lets the fast attention path reduce, exponentiate and fold each
     shape without slicing a concatenated tensor apart again.
     """
@@ -204,8 +223,8 @@ def area_grids(
     height, width, shapes = _layout(
         x.shape[axis], memory_height, max_area_width, max_area_height
     )
-    grid, w_axis = _to_grid(x, axis, height, width)
-    h_axis = w_axis - 1
+    grid, w_axis = _to_grid(x, axis, height, width, memory_height)
+    h_axis = w_axis - 1  # unused for 1-D memories (a single row)
     by_width = _running(grid, w_axis, width, max_area_width, reduce)
     by_height = [
         _running(row_sums, h_axis, height, max_area_height, reduce)
@@ -233,7 +252,7 @@ def fold_area_grids(grids, *, length, memory_height=1, max_area_width=1,
         length, memory_height, max_area_width, max_area_height
     )
     ndim = len(grids[0].shape)
-    w_axis = axis if axis < 0 else axis - (ndim - 1)
+    w_axis = axis if axis < 0 else axis - (ndim - grid_ndim(memory_height) + 1)
     h_axis = w_axis - 1
     by_shape = {(h, w): g for (h, w, _, _), g in zip(shapes, grids)}
     n_heights = min(max_area_height, height)
@@ -245,7 +264,7 @@ def fold_area_grids(grids, *, length, memory_height=1, max_area_width=1,
         for w in range(1, n_widths + 1)
     ]
     items = _running_adjoint(by_width, w_axis, width)
-    return _from_grid(items, h_axis)
+    return _from_grid(items, h_axis, memory_height)
 
 
 def area_reduce(
@@ -283,7 +302,7 @@ def area_reduce(
         max_area_height=max_area_height,
         axis=axis,
     )
-    return concat_area_grids(grids, axis=axis)
+    return concat_area_grids(grids, memory_height=memory_height, axis=axis)
 
 
 def split_areas(
@@ -305,14 +324,14 @@ def split_areas(
     for _, _, rows, cols in shapes:
         piece = _take(area_values, axis, start, start + rows * cols)
         start += rows * cols
-        grids.append(_to_grid(piece, axis, rows, cols)[0])
+        grids.append(_to_grid(piece, axis, rows, cols, memory_height)[0])
     return grids
 
 
-def concat_area_grids(grids, axis=-1):
+def concat_area_grids(grids, *, memory_height=1, axis=-1):
     """Flattens per-shape grids (from `area_grids`) and concatenates them into
     one area axis at `axis` (negative), in enumeration order."""
-    pieces = [_from_grid(g, axis - 1) for g in grids]
+    pieces = [_from_grid(g, axis - 1, memory_height) for g in grids]
     return ops.concatenate(pieces, axis=axis) if len(pieces) > 1 else pieces[0]
 
 
