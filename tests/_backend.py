@@ -31,7 +31,9 @@ def gradients(fn, *args):
         import jax
         import jax.numpy as jnp
 
-        grad_fn = jax.grad(fn, argnums=tuple(range(len(args))))
+        # Compiled: eager JAX would compile every primitive of the forward
+        # and backward passes one by one.
+        grad_fn = jax.jit(jax.grad(fn, argnums=tuple(range(len(args)))))
         return [np.asarray(g) for g in grad_fn(*[jnp.asarray(a) for a in args])]
     pytest.skip(f"no gradient helper for backend {name!r}")
 
@@ -60,3 +62,28 @@ def to_numpy(x, dtype="float64"):
         return np.asarray(ops.convert_to_numpy(x))
     out = np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")))
     return out.astype(dtype)
+
+
+def compiled_on_jax(fn):
+    """`jax.jit(fn)` on JAX, `fn` itself elsewhere.
+
+    JAX compiles every primitive separately when run eagerly, once per new
+    shape, which makes large or many-shaped cases slow to test; one jit
+    compile per case is several times cheaper. Other backends run eagerly.
+    (Eager JAX is covered by the other tests, and jit == eager is tested.)
+    """
+    if backend.backend() == "jax":
+        import jax
+
+        return jax.jit(fn)
+    return fn
+
+
+def compiles_per_shape():
+    """True where eager ops compile for every new input shape (JAX).
+
+    Property tests then draw memory layouts from a fixed pool instead of
+    the whole space, so that compiled kernels are reused across examples;
+    the whole space is explored on the other backends.
+    """
+    return backend.backend() == "jax"

@@ -500,8 +500,11 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
         value = ops.transpose(value, (0, 2, 1, 3))
         mask = None
         if attention_mask is not None:
-            # [B, T, S] -> [B, 1, T, S]: the same mask for every head.
-            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
+            # As in Keras MHA: [T, S] or [B, T, S] gain the missing leading
+            # axes in front of T ([B, N, T, S] per-head masks pass as is).
+            mask = ops.cast(attention_mask, "bool")
+            while len(mask.shape) < 4:
+                mask = ops.expand_dims(mask, -3)
         options = dict(
             value_mode=self._area_value_mode,
             temperature=self._area_temperature,

@@ -26,13 +26,12 @@ from keras import random
 from keras_structattn.ops import _checks
 from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.areas import area_fold
-from keras_structattn.ops.areas import area_grids
+from keras_structattn.ops.areas import area_layout
 from keras_structattn.ops.areas import area_reduce
-from keras_structattn.ops.areas import area_shapes
-from keras_structattn.ops.areas import concat_area_grids
-from keras_structattn.ops.areas import fold_area_grids
-from keras_structattn.ops.areas import grid_ndim
-from keras_structattn.ops.areas import split_areas
+from keras_structattn.ops.areas import area_slots
+from keras_structattn.ops.areas import areas_to_slots
+from keras_structattn.ops.areas import fold_area_slots
+from keras_structattn.ops.areas import slots_to_areas
 
 KEY_MODES = ("mean", "max", "sample")
 VALUE_MODES = ("sum", "mean", "max")
@@ -62,6 +61,17 @@ def _check_common(
     _checks.one_of("implementation", implementation, IMPLEMENTATIONS)
 
 
+def _check_mask(mask, length):
+    if mask is None:
+        return
+    if len(mask.shape) > 4 or mask.shape[-1] not in (1, length):
+        raise ValueError(
+            "`mask` must be broadcastable to [batch, heads, query_length, "
+            f"{length}] (the memory length, or 1, on its last axis). "
+            f"Received: mask.shape={tuple(mask.shape)}"
+        )
+
+
 def _check_tensors(query, key, value, key_name="key"):
     _checks.rank("query", query, 4)
     _checks.rank(key_name, key, 4)
@@ -75,72 +85,22 @@ def _check_tensors(query, key, value, key_name="key"):
             )
 
 
-def _mask_grids(mask, *, length, memory_height, max_area_width, max_area_height):
-    """Per-shape area masks: an area may be attended iff all its items may.
+def _allowed_slots(mask, layout):
+    """Which slots may be attended: valid areas all of whose items may be.
 
-    `mask` is boolean (or 0/1), broadcastable to `[..., Lq, length]`. Padding,
-    causal (raster order in 2-D) and arbitrary masks all carry over. A mask
-    that does not vary along the memory axis (last dim 1) stays as it is.
+    `mask` is boolean (or 0/1), broadcastable to `[..., Lq, L]`, or None.
+    Padding, causal (raster order in 2-D) and arbitrary masks all carry over.
+    Returns a boolean tensor broadcastable to `[..., Lq, S * L]`.
     """
+    valid = ops.convert_to_tensor(layout.valid)
+    if mask is None:
+        return valid
     mask = ops.cast(mask, "bool")
-    layout = dict(
-        memory_height=memory_height,
-        max_area_width=max_area_width,
-        max_area_height=max_area_height,
-    )
     if mask.shape[-1] == 1:
-        shapes = area_shapes(length, **layout)
-        if grid_ndim(memory_height) == 2:
-            mask = ops.expand_dims(mask, -1)
-        return [mask] * len(shapes)
-    if mask.shape[-1] != length:
-        raise ValueError(
-            f"`mask` must have {length} (the memory length) or 1 entries on "
-            f"its last axis. Received: mask.shape={tuple(mask.shape)}"
-        )
-    return area_grids(mask, "all", axis=-1, **layout)
-
-
-def _masked_exp(logit_grids, mask_grids, stabiliser=None, grid_axes=(-2, -1)):
-    """Unnormalised float32 softmax over all areas of all shapes.
-
-    Args:
-        logit_grids: per-shape float32 logits `[..., rows_s, cols_s]`.
-        mask_grids: per-shape boolean masks (broadcastable), or None.
-        stabiliser: optional upper bound of the allowed logits that is
-            attained by one of them (default: their max), shaped like
-            `totals`.
-        grid_axes: the trailing grid axes (see `grid_ndim`).
-
-    Returns:
-        `(numerators, totals)`: per-shape `exp(logit - max)`, exactly 0 where
-        masked, and their sum over all areas `[..., 1, 1]`. A row with no
-        allowed area sums to 0; callers divide by `where(total > 0, total, 1)`
-        so that the row is 0, not NaN. The stabiliser is the max over allowed
-        areas and carries no gradient (the softmax does not depend on it).
-    """
-    if mask_grids is not None:
-        logit_grids = [
-            ops.where(m, g, _MASKED_LOGIT) for g, m in zip(logit_grids, mask_grids)
-        ]
-    if stabiliser is None:
-        stabiliser = ops.max(logit_grids[0], axis=grid_axes, keepdims=True)
-        for g in logit_grids[1:]:
-            stabiliser = ops.maximum(
-                stabiliser, ops.max(g, axis=grid_axes, keepdims=True)
-            )
-    stabiliser = ops.stop_gradient(stabiliser)
-    numerators = [ops.exp(g - stabiliser) for g in logit_grids]
-    if mask_grids is not None:
-        # For a row with every area masked, logit - stabiliser is 0: the mask
-        # product makes that row 0 (no inf is involved, so no NaN gradient).
-        numerators = [
-            e * ops.cast(m, "float32") for e, m in zip(numerators, mask_grids)
-        ]
-    totals = ops.sum(numerators[0], axis=grid_axes, keepdims=True)
-    for e in numerators[1:]:
-        totals = totals + ops.sum(e, axis=grid_axes, keepdims=True)
-    return numerators, totals
+        return ops.logical_and(mask, valid)
+    # min over a 0/1 mask: 1 iff every item of the area may be attended.
+    every = area_slots(ops.cast(mask, "float32"), "min", layout, axis=-1)
+    return ops.logical_and(every > 0.5, valid)
 
 
 def _nonzero(totals):
@@ -156,14 +116,12 @@ def _top_k(weights, k):
 
 
 def _attend(
-    logit_grids,
+    logits,
     mask,
     value,
+    layout,
     *,
     stabiliser=None,
-    memory_height,
-    max_area_width,
-    max_area_height,
     value_mode,
     top_k_areas,
     training,
@@ -175,78 +133,78 @@ def _attend(
     """Softmax over area logits and aggregation of area values.
 
     Args:
-        logit_grids: per-shape float32 area logits `[B, N, Lq, rows, cols]`
-            (layout of `area_grids(..., axis=-1)`), already divided by the
-            temperature.
+        logits: float32 slot logits `[B, N, Lq, S * L]` (see `areas`), already
+            divided by the temperature.
         mask: item mask broadcastable to `[B, N, Lq, L]`, or None.
         value: `[B, N, L, Dv]`.
-        stabiliser: see `_masked_exp`.
+        layout: the `AreaLayout`.
+        stabiliser: optional `[B, N, Lq, 1]` upper bound of the allowed
+            logits attained by one of them (default: their max). It carries
+            no gradient: the softmax does not depend on it.
         (the rest as in `area_attention`.)
     """
-    length = value.shape[-2]
-    layout = dict(
-        memory_height=memory_height,
-        max_area_width=max_area_width,
-        max_area_height=max_area_height,
+    allowed = _allowed_slots(mask, layout)
+    if stabiliser is None:
+        stabiliser = ops.max(
+            ops.where(allowed, logits, _MASKED_LOGIT), axis=-1, keepdims=True
+        )
+    stabiliser = ops.stop_gradient(stabiliser)
+    # Masked slots get exp(-1e9) = 0 exactly, whatever the stabiliser (a row
+    # with nothing allowed has a stabiliser near -1e9 / temperature); allowed
+    # ones are <= 0 before the exp. No inf arises, so no NaN gradient either.
+    numerators = ops.exp(
+        ops.where(allowed, logits - stabiliser, _MASKED_LOGIT)
     )
-    shapes = area_shapes(length, **layout)
-    mask_grids = None
-    if mask is not None:
-        mask_grids = _mask_grids(mask, length=length, **layout)
-    grid_axes = (-2, -1) if grid_ndim(memory_height) == 2 else (-1,)
-    numerators, totals = _masked_exp(
-        logit_grids, mask_grids, stabiliser, grid_axes
-    )
-    # Row totals as [..., 1], to divide item- or area-axis tensors.
-    row_totals = _nonzero(totals)
-    if len(grid_axes) == 2:
-        row_totals = ops.squeeze(row_totals, -1)
+    totals = _nonzero(ops.sum(numerators, axis=-1, keepdims=True))
+
     fold = implementation == "fast" and value_mode in ("sum", "mean")
     use_dropout = bool(training) and dropout_rate > 0
-
-    weights = None  # concatenated [B, N, Lq, num_areas], when needed
+    weights = None  # over areas in enumeration order, when needed
     if return_weights or top_k_areas > 0 or not fold:
-        weights = (
-            concat_area_grids(numerators, memory_height=memory_height)
-            / row_totals
-        )
+        weights = slots_to_areas(numerators, layout) / totals
         if top_k_areas > 0:
             weights = _top_k(weights, top_k_areas)
     returned = weights
 
     if fold and top_k_areas == 0:
-        # Fold the unnormalised per-shape weights onto items and normalise
-        # once per row: no concatenation, and L instead of |R| divisions.
+        # Fold the unnormalised slot weights onto the items and normalise once
+        # per row: L divisions instead of |R|.
         if use_dropout:
-            numerators = [
-                random.dropout(e, dropout_rate, seed=seed) for e in numerators
-            ]
+            numerators = random.dropout(numerators, dropout_rate, seed=seed)
         if value_mode == "mean":
-            numerators = [
-                e * (1.0 / (h * w)) for (h, w, _, _), e in zip(shapes, numerators)
-            ]
-        items = fold_area_grids(numerators, length=length, axis=-1, **layout)
-        item_weights = items / row_totals
+            numerators = numerators * ops.convert_to_tensor(
+                1.0 / layout.slot_sizes
+            )
+        item_weights = fold_area_slots(numerators, layout) / totals
     else:
         if use_dropout:
             weights = random.dropout(weights, dropout_rate, seed=seed)
         if fold:
             item_weights = area_fold(
-                weights, length=length, per_item=value_mode == "mean", **layout
+                weights,
+                length=layout.length,
+                memory_height=layout.height,
+                max_area_width=layout.max_area_width,
+                max_area_height=layout.max_area_height,
+                per_item=value_mode == "mean",
             )
     if fold:
         output = ops.einsum(
             "bnqk,bnkd->bnqd", ops.cast(item_weights, value.dtype), value
         )
     else:
+        grid = dict(
+            memory_height=layout.height,
+            max_area_width=layout.max_area_width,
+            max_area_height=layout.max_area_height,
+            axis=-2,
+        )
         if value_mode == "max":
-            area_values = area_reduce(
-                ops.cast(value, "float32"), "max", axis=-2, **layout
-            )
+            area_values = area_reduce(ops.cast(value, "float32"), "max", **grid)
         else:
-            area_values = area_features(
-                value, axis=-2, features=(value_mode,), **layout
-            )[value_mode]
+            area_values = area_features(value, features=(value_mode,), **grid)[
+                value_mode
+            ]
         output = ops.einsum(
             "bnqa,bnad->bnqd",
             ops.cast(weights, value.dtype),
@@ -257,15 +215,15 @@ def _attend(
     return output
 
 
-def _area_logit_grids(query, area_key, *, length, temperature, layout):
-    """Logits of queries against materialised area keys, as per-shape grids."""
+def _slot_logits(query, area_key, layout, temperature):
+    """Logits of queries against materialised area keys, as slots."""
     logits = ops.cast(
         ops.einsum("bnqd,bnad->bnqa", query, ops.cast(area_key, query.dtype)),
         "float32",
     )
     if temperature != 1.0:
         logits = logits / temperature
-    return split_areas(logits, length=length, axis=-1, **layout)
+    return areas_to_slots(logits, layout, fill=_MASKED_LOGIT)
 
 
 def area_keys(
@@ -370,44 +328,41 @@ def area_attention(
     )
     _checks.one_of("key_mode", key_mode, KEY_MODES)
     _check_tensors(query, key, value)
-    layout = dict(
+    _check_mask(mask, key.shape[-2])
+    layout_args = dict(
         memory_height=memory_height,
         max_area_width=max_area_width,
         max_area_height=max_area_height,
     )
-    length = key.shape[-2]
-    _checks.grid(length, memory_height)
+    layout = area_layout(
+        key.shape[-2], memory_height, max_area_width, max_area_height
+    )
+    stabiliser = None
     if implementation == "fast" and key_mode == "mean":
-        # The mean of the items' logits is the logit of the mean key.
+        # The mean of the items' logits is the logit of the mean key, so sum
+        # the L item logits over areas instead of building |R| area keys.
         item_logits = ops.cast(
             ops.einsum("bnqd,bnkd->bnqk", query, key), "float32"
         )
-        logit_grids = [
-            g * (1.0 / (h * w * temperature))
-            for (h, w, _, _), g in zip(
-                area_shapes(length, **layout),
-                area_grids(item_logits, "sum", axis=-1, **layout),
-            )
-        ]
-        # An allowed area's mean logit is at most the largest logit of the
-        # allowed items, and that item's 1x1 area attains it: so the softmax
-        # stabiliser comes from the L item logits, not the |R| area logits.
+        inverse_sizes = ops.convert_to_tensor(
+            1.0 / (layout.slot_sizes * temperature)
+        )
+        logits = area_slots(item_logits, "sum", layout) * inverse_sizes
+        # An allowed area's mean logit is at most the largest logit of its
+        # (allowed) items, and that item's 1x1 area attains it: so the
+        # softmax stabiliser comes from the L item logits, not the slots.
         allowed = item_logits
         if mask is not None:
             allowed = ops.where(ops.cast(mask, "bool"), item_logits, _MASKED_LOGIT)
         stabiliser = ops.max(allowed, axis=-1, keepdims=True) / temperature
-        if grid_ndim(memory_height) == 2:
-            stabiliser = ops.expand_dims(stabiliser, -1)
     else:
-        stabiliser = None
-        keys = area_keys(key, key_mode, training=training, seed=seed, **layout)
-        logit_grids = _area_logit_grids(
-            query, keys, length=length, temperature=temperature, layout=layout
-        )
+        keys = area_keys(key, key_mode, training=training, seed=seed, **layout_args)
+        logits = _slot_logits(query, keys, layout, temperature)
     return _attend(
-        logit_grids,
+        logits,
         mask,
         value,
+        layout,
         stabiliser=stabiliser,
         value_mode=value_mode,
         top_k_areas=top_k_areas,
@@ -416,7 +371,6 @@ def area_attention(
         dropout_rate=dropout_rate,
         seed=seed,
         implementation=implementation,
-        **layout,
     )
 
 
@@ -457,19 +411,23 @@ def attend_to_areas(
         implementation,
     )
     _check_tensors(query, area_key, value, key_name="area_key")
-    layout = dict(
-        memory_height=memory_height,
-        max_area_width=max_area_width,
-        max_area_height=max_area_height,
+    _check_mask(mask, value.shape[-2])
+    layout = area_layout(
+        value.shape[-2], memory_height, max_area_width, max_area_height
     )
-    length = value.shape[-2]
-    logit_grids = _area_logit_grids(
-        query, area_key, length=length, temperature=temperature, layout=layout
-    )
+    if area_key.shape[-2] != layout.num_areas:
+        raise ValueError(
+            f"`area_key` must have {layout.num_areas} areas (axis -2) for a "
+            f"memory of length {layout.length} with memory_height="
+            f"{memory_height}, max_area_width={max_area_width} and "
+            f"max_area_height={max_area_height}. Received: "
+            f"area_key.shape={tuple(area_key.shape)}"
+        )
     return _attend(
-        logit_grids,
+        _slot_logits(query, area_key, layout, temperature),
         mask,
         value,
+        layout,
         value_mode=value_mode,
         top_k_areas=top_k_areas,
         training=training,
@@ -477,5 +435,4 @@ def attend_to_areas(
         dropout_rate=dropout_rate,
         seed=seed,
         implementation=implementation,
-        **layout,
     )

@@ -13,19 +13,36 @@ tensor2tensor order that area attention reports its weights in:
 A shape larger than the grid contributes no area (no error). In 1-D the count
 is the paper's `|R| = (L - S) S + S (S + 1) / 2`.
 
-Per-area sums are computed the summed-area-table way, in O(|M| * A) adds for A
-area shapes, but as *running* window sums: the width-w window sums are the
-width-(w-1) sums plus one shifted slice, first along rows, then along columns.
-This gives exactly the sums of the integral-image formula while avoiding its
-whole-memory prefix sums, whose large magnitudes cancel badly in float32 when
-two corners are subtracted, and cumulative-sum ops, which XLA lowers slowly on
-CPU. The same recursion with `maximum` gives the exact per-area max, and with
-`logical_and` the "every item may be attended" area mask. `area_fold` is the
-adjoint of `area_reduce(..., "sum")`: it spreads a value per area back onto the
-items the area covers, which is how area weights become item weights.
+**Slots.** Internally, per-area values live in *slots*: one full copy of the
+memory per area shape, `S = min(max_area_height, H) * min(max_area_width, W)`
+copies, flattened to a single axis of `S * L` entries (shape-major, then the
+top-left item row-major). Slot `(shape, item)` holds the area of that shape
+whose top-left item it is; slots whose area would leave the grid are
+*invalid* (`AreaLayout.valid`) and are masked or dropped. A fixed-size stack
+keeps every operation one big tensor op (one exp, one max, one sum over all
+shapes), which TensorFlow and XLA run far better than a list of ragged
+per-shape tensors. `AreaLayout.order` gathers the valid slots into the
+enumeration order above.
+
+**Sums.** Per-area sums are computed the summed-area-table way, in O(|M| A)
+adds for A area shapes, but as *running* window sums: width-w sums are the
+width-(w-1) sums plus the memory shifted by w-1, first along rows, then
+along columns. This gives the sums of the integral-image formula while
+avoiding its whole-memory prefix sums (whose large magnitudes cancel in
+float32 when two corners are subtracted) and cumulative-sum ops. The same
+recursion with `maximum` gives the exact per-area max, and with `minimum`
+over a 0/1 mask the "every item may be attended" area mask.
+
+**Fold.** `fold_area_slots` spreads one value per area back onto the items the
+area covers. It is the exact adjoint (transpose) of `area_slots(..., "sum")`,
+and each is registered as the other's gradient, so back-propagation through
+area sums costs what the forward pass costs.
 
 All functions here use `keras.ops` only and work on any backend.
 """
+
+import dataclasses
+import functools
 
 import numpy as np
 from keras import ops
@@ -35,12 +52,56 @@ from keras_structattn.ops import _checks
 _REDUCERS = {
     "sum": ops.add,
     "max": ops.maximum,
-    "all": ops.logical_and,
+    "min": ops.minimum,
 }
 
 
-def area_shapes(length, memory_height=1, max_area_width=1, max_area_height=1):
-    """Lists the area shapes that fit the memory, in enumeration order.
+@dataclasses.dataclass(frozen=True)
+class AreaLayout:
+    """Static description of the areas of a memory (all NumPy / Python).
+
+    Attributes:
+        length: `L = H * W` items.
+        height, width: the grid (`H = memory_height`, `W = L // H`).
+        max_area_height, max_area_width: the largest area considered.
+        heights_used, widths_used: `min(max_area_height, H)`,
+            `min(max_area_width, W)`: the shape stack is
+            `heights_used x widths_used`.
+        shapes: `(h, w, rows, cols)` of each area shape that fits, in order.
+        valid: bool `[S * L]`, which slots hold a real area.
+        order: int `[num_areas]`, the slot of each area in enumeration order.
+        slot_sizes: float32 `[S * L]`, the item count `h * w` of each slot's
+            area.
+    """
+
+    length: int
+    height: int
+    width: int
+    max_area_height: int
+    max_area_width: int
+    heights_used: int
+    widths_used: int
+    shapes: tuple
+    valid: np.ndarray
+    order: np.ndarray
+    slot_sizes: np.ndarray
+
+    @property
+    def num_shapes(self):
+        return len(self.shapes)
+
+    @property
+    def num_areas(self):
+        return int(self.order.shape[0])
+
+    @property
+    def num_slots(self):
+        return self.num_shapes * self.length
+
+
+@functools.lru_cache(maxsize=256)
+def area_layout(length, memory_height=1, max_area_width=1, max_area_height=1):
+    """Builds (and caches) the `AreaLayout` of a memory.
 
     Args:
         length: number of items in the memory, `H * W`.
@@ -49,25 +110,63 @@ def area_shapes(length, memory_height=1, max_area_width=1, max_area_height=1):
         max_area_height: the largest area height considered.
 
     Returns:
-        A list of `(h, w, rows, cols)` tuples: the area height and width, and
-        how many top-left positions that shape has along each grid axis
-        (`rows = H - h + 1`, `cols = W - w + 1`). Shapes that do not fit are
-        left out.
+        An `AreaLayout`.
     """
     height, width = _checks.grid(length, memory_height)
     _checks.positive_int("max_area_width", max_area_width)
     _checks.positive_int("max_area_height", max_area_height)
-    return [
+    heights_used = min(max_area_height, height)
+    widths_used = min(max_area_width, width)
+    shapes = tuple(
         (h, w, height - h + 1, width - w + 1)
-        for h in range(1, min(max_area_height, height) + 1)
-        for w in range(1, min(max_area_width, width) + 1)
-    ]
+        for h in range(1, heights_used + 1)
+        for w in range(1, widths_used + 1)
+    )
+    rows = np.arange(height)[:, None]
+    cols = np.arange(width)[None, :]
+    valid = np.concatenate(
+        [((rows <= height - h) & (cols <= width - w)).ravel() for h, w, _, _ in shapes]
+    )
+    sizes = np.concatenate(
+        [np.full(length, h * w, dtype="float32") for h, w, _, _ in shapes]
+    )
+    valid.setflags(write=False)
+    sizes.setflags(write=False)
+    order = np.flatnonzero(valid).astype("int32")
+    order.setflags(write=False)
+    return AreaLayout(
+        length=length,
+        height=height,
+        width=width,
+        max_area_height=max_area_height,
+        max_area_width=max_area_width,
+        heights_used=heights_used,
+        widths_used=widths_used,
+        shapes=shapes,
+        valid=valid,
+        order=order,
+        slot_sizes=sizes,
+    )
+
+
+def area_shapes(length, memory_height=1, max_area_width=1, max_area_height=1):
+    """Lists the area shapes that fit the memory, in enumeration order.
+
+    Returns:
+        A list of `(h, w, rows, cols)` tuples: the area height and width, and
+        how many top-left positions that shape has along each grid axis
+        (`rows = H - h + 1`, `cols = W - w + 1`).
+    """
+    return list(
+        area_layout(length, memory_height, max_area_width, max_area_height).shapes
+    )
 
 
 def num_areas(length, memory_height=1, max_area_width=1, max_area_height=1):
     """Returns the number of areas `|R|` of a memory (a Python int)."""
-    shapes = area_shapes(length, memory_height, max_area_width, max_area_height)
-    return sum(rows * cols for _, _, rows, cols in shapes)
+    return area_layout(
+        length, memory_height, max_area_width, max_area_height
+    ).num_areas
 
 
 def area_coordinates(
@@ -90,18 +189,13 @@ def area_coordinates(
         the top-left item of the area and its size, in items. In 1-D, `row`
         is always 0 and `col` is the start position.
     """
-    rows_out = []
-    for h, w, rows, cols in area_shapes(
-        length, memory_height, max_area_width, max_area_height
-    ):
-        r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
-        n = rows * cols
-        rows_out.append(
-            np.stack(
-                [r.ravel(), c.ravel(), np.full(n, h), np.full(n, w)], axis=-1
-            )
-        )
-    return np.concatenate(rows_out, axis=0).astype("int32")
+    layout = area_layout(length, memory_height, max_area_width, max_area_height)
+    shape_index, item = np.divmod(layout.order, length)
+    hw = np.array([(h, w) for h, w, _, _ in layout.shapes], dtype="int32")
+    row, col = np.divmod(item, layout.width)
+    return np.stack(
+        [row, col, hw[shape_index, 0], hw[shape_index, 1]], axis=-1
+    ).astype("int32")
 
 
 def area_sizes(length, memory_height=1, max_area_width=1, max_area_height=1):
@@ -110,6 +204,13 @@ def area_sizes(length, memory_height=1, max_area_width=1, max_area_height=1):
         length, memory_height, max_area_width, max_area_height
     )
     return coords[:, 2], coords[:, 3]
+
+
+# --------------------------------------------------------------- tensor helpers
+
+
+def _normalise_axis(axis, ndim):
+    return axis - ndim if axis >= 0 else axis
 
 
 def _take(x, axis, start, stop):
@@ -125,146 +226,208 @@ def _pad(x, axis, before, after):
     return ops.pad(x, widths)
 
 
-def _running(x, axis, size, max_window, reduce):
-    """Running window reductions of windows 1..max_window along `axis`.
+def _shift_up(x, axis, offset):
+    """`y[i] = x[i + offset]`, zero past the end (a window's far item)."""
+    if offset == 0:
+        return x
+    size = x.shape[axis]
+    return _pad(_take(x, axis, offset, size), axis, 0, offset)
 
-    Returns a list whose entry `w - 1` holds the reduction over the windows of
-    width `w`, of length `size - w + 1` along `axis`.
+
+def _shift_down(x, axis, offset):
+    """`y[i] = x[i - offset]`, zero before the start (adjoint of `_shift_up`)."""
+    if offset == 0:
+        return x
+    size = x.shape[axis]
+    return _pad(_take(x, axis, 0, size - offset), axis, offset, 0)
+
+
+def _split_axis(x, axis, sizes):
+    """Reshapes the (negative) `axis` of `x` into `sizes`."""
+    shape = list(ops.shape(x))
+    ndim = len(shape)
+    axis = axis % ndim
+    shape[axis : axis + 1] = list(sizes)
+    return ops.reshape(x, shape)
+
+
+def _merge_axes(x, axis, count):
+    """Merges `count` axes starting at the (negative) `axis` into one."""
+    shape = list(ops.shape(x))
+    ndim = len(shape)
+    axis = axis % ndim
+    merged = 1
+    for size in shape[axis : axis + count]:
+        merged = merged * size
+    return ops.reshape(x, shape[:axis] + [merged] + shape[axis + count :])
+
+
+def _running_stack(x, axis, count, reduce, stack_axis):
+    """Stacks the running window reductions of widths 1..count along `axis`.
+
+    Entry `w - 1` of the new `stack_axis` holds, at position i, the reduction
+    of `x[i : i + w]` (entries past the end are partial and invalid).
     """
     out = [x]
-    for w in range(2, min(max_window, size) + 1):
-        out.append(
-            reduce(_take(out[-1], axis, 0, size - w + 1), _take(x, axis, w - 1, size))
-        )
-    return out
+    for w in range(2, count + 1):
+        out.append(reduce(out[-1], _shift_up(x, axis, w - 1)))
+    return ops.stack(out, axis=stack_axis)
 
 
-def _running_adjoint(parts, axis, size):
-    """Adjoint of `_running(..., reduce=add)`.
+def _running_stack_adjoint(stack, axis, stack_axis):
+    """Adjoint of `_running_stack(..., reduce=add)`.
 
-    `parts[w - 1]` holds one value per window of width `w` (length
-    `size - w + 1` along `axis`). Returns, for every item, the sum of the
-    values of the windows that contain it (length `size`).
+    `stack` holds one value per (window width, start); returns, for every
+    item, the sum of the values of the windows that contain it.
     """
-    # Walk the recursion backwards: `grad` is the total weight that reaches
-    # the width-w running sums, which fed the width-(w+1) sums at positions
-    # 0..size-w-1 (hence the pad at the end), and each width-w sum added the
-    # item w-1 places after its start (hence the pad at the front).
-    if len(parts) == 1:
-        return parts[0]
-    grad = parts[-1]
-    total = _pad(grad, axis, len(parts) - 1, 0)
+    parts = ops.unstack(stack, axis=stack_axis)
+    # The width-w sums fed every wider sum, and each added the item w-1
+    # places after the window start: walk widths from the widest down,
+    # accumulating, and shift each accumulated part back by w-1.
+    accumulated = parts[-1]
+    total = _shift_down(accumulated, axis, len(parts) - 1)
     for w in range(len(parts) - 1, 0, -1):
-        grad = parts[w - 1] + _pad(grad, axis, 0, 1)
-        total = total + _pad(grad, axis, w - 1, 0)
+        accumulated = accumulated + parts[w - 1]
+        total = total + _shift_down(accumulated, axis, w - 1)
     return total
 
 
-def grid_ndim(memory_height):
-    """Number of trailing axes of a per-shape area grid: 1 for a 1-D memory
-    (`[..., cols]`), 2 for a 2-D one (`[..., rows, cols]`).
-
-    1-D grids carry no singleton row axis: XLA fuses the 4-D tensors of the
-    1-D case much better than 5-D ones with a degenerate axis.
-    """
-    return 1 if memory_height == 1 else 2
+# ----------------------------------------------------------- slots and areas
 
 
-def _to_grid(x, axis, height, width, memory_height):
-    """Splits the memory axis into `(H, W)` (left as is for 1-D memories);
-    returns the grid and W's (negative) axis."""
-    ndim = len(x.shape)
-    if grid_ndim(memory_height) == 1:
-        return x, axis if axis < 0 else axis - ndim
-    axis = axis % ndim
-    shape = list(ops.shape(x))
-    shape[axis : axis + 1] = [height, width]
-    return ops.reshape(x, shape), axis + 1 - (ndim + 1)
-
-
-def _from_grid(x, row_axis, memory_height):
-    """Merges the `(rows, cols)` axes at `row_axis, row_axis + 1` into one
-    (nothing to do for 1-D memories, whose grids have no row axis)."""
-    if grid_ndim(memory_height) == 1:
-        return x
-    shape = list(ops.shape(x))
-    ndim = len(shape)
-    row_axis = row_axis % ndim
-    merged = shape[:row_axis] + [shape[row_axis] * shape[row_axis + 1]]
-    return ops.reshape(x, merged + shape[row_axis + 2 :])
-
-
-def _layout(length, memory_height, max_area_width, max_area_height):
-    height, width = _checks.grid(length, memory_height)
-    shapes = area_shapes(length, memory_height, max_area_width, max_area_height)
-    return height, width, shapes
-
-
-def area_grids(
-    x,
-    reduction="sum",
-    *,
-    memory_height=1,
-    max_area_width=1,
-    max_area_height=1,
-    axis=-1,
-):
-    """Like `area_reduce`, but one tensor per area shape, in grid form.
-
-    Returns a list aligned with `area_shapes(...)`: entry `s` has the memory
-    axis of `x` replaced by the two axes `(rows_s, cols_s)` of that shape's
-    top-left positions (by the single axis `cols_s` for a 1-D memory; see
-    `grid_ndim`). Keeping shapes apart (instead of concatenating
-    them) lets the fast attention path reduce, exponentiate and fold each
-    shape without slicing a concatenated tensor apart again.
-    """
-    _checks.one_of("reduction", reduction, sorted(_REDUCERS))
+def _slots_forward(x, layout, reduction, axis):
+    """Per-area reductions of `x` into slots (no custom gradient)."""
     reduce = _REDUCERS[reduction]
-    height, width, shapes = _layout(
-        x.shape[axis], memory_height, max_area_width, max_area_height
+    if layout.height == 1:
+        # 1-D: stack widths in front of the memory axis, [..., Wn, L, rest];
+        # no row axis to carry around.
+        stacked = _running_stack(
+            x, axis, layout.widths_used, reduce, stack_axis=len(x.shape) + axis
+        )
+        return _merge_axes(stacked, axis - 1, 2)
+    # [..., H, W, rest] -> [..., Wn, H, W, rest] -> [..., Hn, Wn, H, W, rest]:
+    # in the grid W sits where the memory axis sat, H just before it.
+    grid = _split_axis(x, axis, (layout.height, layout.width))
+    w_axis, h_axis = axis, axis - 1
+    ndim = len(grid.shape)
+    by_width = _running_stack(
+        grid, w_axis, layout.widths_used, reduce, stack_axis=ndim + h_axis
     )
-    grid, w_axis = _to_grid(x, axis, height, width, memory_height)
-    h_axis = w_axis - 1  # unused for 1-D memories (a single row)
-    by_width = _running(grid, w_axis, width, max_area_width, reduce)
-    by_height = [
-        _running(row_sums, h_axis, height, max_area_height, reduce)
-        for row_sums in by_width
-    ]
-    return [by_height[w - 1][h - 1] for h, w, _, _ in shapes]
+    by_both = _running_stack(
+        by_width,
+        h_axis,
+        layout.heights_used,
+        reduce,
+        stack_axis=ndim + 1 + h_axis - 1,
+    )
+    return _merge_axes(by_both, h_axis - 2, 4)
 
 
-def fold_area_grids(grids, *, length, memory_height=1, max_area_width=1,
-                    max_area_height=1, axis=-1):
-    """Adjoint of `area_grids(..., "sum")`: per-shape grids back to items.
+def _fold_forward(slots, layout, axis):
+    """Adjoint of the `sum` slots (no custom gradient)."""
+    if layout.height == 1:
+        stacked = _split_axis(slots, axis, (layout.widths_used, layout.length))
+        return _running_stack_adjoint(stacked, axis, stack_axis=axis - 1)
+    stacked = _split_axis(
+        slots,
+        axis,
+        (layout.heights_used, layout.widths_used, layout.height, layout.width),
+    )
+    # axes: [..., Hn, Wn, H, W, rest]; W at `axis`, H at axis-1.
+    by_width = _running_stack_adjoint(stacked, axis - 1, stack_axis=axis - 3)
+    grid = _running_stack_adjoint(by_width, axis, stack_axis=axis - 2)
+    return _merge_axes(grid, axis - 1, 2)
+
+
+def _sum_slots(x, layout, axis):
+    """`area_slots(x, "sum")` whose gradient is the fold (its adjoint)."""
+
+    @ops.custom_gradient
+    def sum_slots(x):
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            return _fold(upstream, layout, axis)
+
+        return _slots_forward(x, layout, "sum", axis), grad
+
+    return sum_slots(x)
+
+
+def _fold(slots, layout, axis):
+    """`fold_area_slots` whose gradient is the area sum (its adjoint)."""
+
+    @ops.custom_gradient
+    def fold(slots):
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            return _sum_slots(upstream, layout, axis)
+
+        return _fold_forward(slots, layout, axis), grad
+
+    return fold(slots)
+
+
+def area_slots(x, reduction, layout, axis=-1):
+    """Reduces `x` over every area, into slots (see the module docstring).
 
     Args:
-        grids: a list aligned with `area_shapes(...)`, entry `s` holding one
-            value per area of shape `s` on the two axes `(rows_s, cols_s)`
-            that `area_grids` produces for memory axis `axis`.
-        length, memory_height, max_area_width, max_area_height: the layout.
-        axis: the memory axis of the result (negative).
+        x: a tensor whose `axis` runs over the `L` memory items.
+        reduction: `"sum"`, `"max"` (exact per-channel max) or `"min"`.
+        layout: the `AreaLayout`.
+        axis: the memory axis.
 
     Returns:
-        The per-item sums of the values of all areas containing the item,
-        with the memory axis (of length `length`) at `axis`.
+        A tensor like `x` with `axis` of length `S * L`. Invalid slots hold
+        partial reductions: mask them (`layout.valid`) or gather the valid
+        ones (`slots_to_areas`).
     """
-    height, width, shapes = _layout(
-        length, memory_height, max_area_width, max_area_height
-    )
-    ndim = len(grids[0].shape)
-    w_axis = axis if axis < 0 else axis - (ndim - grid_ndim(memory_height) + 1)
-    h_axis = w_axis - 1
-    by_shape = {(h, w): g for (h, w, _, _), g in zip(shapes, grids)}
-    n_heights = min(max_area_height, height)
-    n_widths = min(max_area_width, width)
-    by_width = [
-        _running_adjoint(
-            [by_shape[(h, w)] for h in range(1, n_heights + 1)], h_axis, height
+    _checks.one_of("reduction", reduction, sorted(_REDUCERS))
+    axis = _normalise_axis(axis, len(x.shape))
+    if x.shape[axis] != layout.length:
+        raise ValueError(
+            f"The memory axis {axis} of the input has {x.shape[axis]} items; "
+            f"the area layout expects {layout.length}."
         )
-        for w in range(1, n_widths + 1)
-    ]
-    items = _running_adjoint(by_width, w_axis, width)
-    return _from_grid(items, h_axis, memory_height)
+    if reduction == "sum":
+        return _sum_slots(x, layout, axis)
+    return _slots_forward(x, layout, reduction, axis)
+
+
+def fold_area_slots(slots, layout, axis=-1):
+    """Spreads one value per slot back onto the items its area covers.
+
+    `fold(p)[j] = sum over slots s whose area contains item j of p[s]`; the
+    adjoint of `area_slots(x, "sum")`. Invalid slots must hold 0.
+
+    Args:
+        slots: a tensor whose `axis` has `S * L` entries.
+        layout: the `AreaLayout`.
+        axis: the slot axis.
+
+    Returns:
+        A tensor like `slots` with `axis` of length `L`.
+    """
+    axis = _normalise_axis(axis, len(slots.shape))
+    return _fold(slots, layout, axis)
+
+
+def slots_to_areas(slots, layout, axis=-1):
+    """Gathers the valid slots into areas in enumeration order (`[.., |R|]`)."""
+    return ops.take(slots, layout.order, axis=axis)
+
+
+def areas_to_slots(areas, layout, axis=-1, fill=0.0):
+    """Scatters areas (enumeration order) into slots; invalid slots get `fill`."""
+    axis = _normalise_axis(axis, len(areas.shape))
+    source = np.full(layout.num_slots, layout.num_areas, dtype="int32")
+    source[layout.order] = np.arange(layout.num_areas, dtype="int32")
+    filler = ops.full_like(_take(areas, axis, 0, 1), fill)
+    return ops.take(ops.concatenate([areas, filler], axis=axis), source, axis=axis)
+
+
+# ----------------------------------------------------------------- public API
 
 
 def area_reduce(
@@ -292,47 +455,15 @@ def area_reduce(
         A tensor like `x` with `axis` of length `num_areas`, areas in the
         enumeration order of this module.
     """
-    if axis >= 0:
-        axis -= len(x.shape)
-    grids = area_grids(
-        x,
-        reduction,
-        memory_height=memory_height,
-        max_area_width=max_area_width,
-        max_area_height=max_area_height,
-        axis=axis,
+    _checks.one_of("reduction", reduction, ["all", "max", "sum"])
+    layout = area_layout(
+        x.shape[axis], memory_height, max_area_width, max_area_height
     )
-    return concat_area_grids(grids, memory_height=memory_height, axis=axis)
-
-
-def split_areas(
-    area_values,
-    *,
-    length,
-    memory_height=1,
-    max_area_width=1,
-    max_area_height=1,
-    axis=-1,
-):
-    """Splits a concatenated area axis into per-shape grids (the inverse of
-    the concatenation in `area_reduce`; the layout of `area_grids`)."""
-    if axis >= 0:
-        axis -= len(area_values.shape)
-    _, _, shapes = _layout(length, memory_height, max_area_width, max_area_height)
-    grids = []
-    start = 0
-    for _, _, rows, cols in shapes:
-        piece = _take(area_values, axis, start, start + rows * cols)
-        start += rows * cols
-        grids.append(_to_grid(piece, axis, rows, cols, memory_height)[0])
-    return grids
-
-
-def concat_area_grids(grids, *, memory_height=1, axis=-1):
-    """Flattens per-shape grids (from `area_grids`) and concatenates them into
-    one area axis at `axis` (negative), in enumeration order."""
-    pieces = [_from_grid(g, axis - 1, memory_height) for g in grids]
-    return ops.concatenate(pieces, axis=axis) if len(pieces) > 1 else pieces[0]
+    if reduction == "all":
+        as_float = ops.cast(ops.cast(x, "bool"), "float32")
+        slots = area_slots(as_float, "min", layout, axis)
+        return slots_to_areas(slots, layout, axis) > 0.5
+    return slots_to_areas(area_slots(x, reduction, layout, axis), layout, axis)
 
 
 def area_fold(
@@ -361,34 +492,34 @@ def area_fold(
         memory_height: `H`, the number of rows of the grid (1 for 1-D).
         max_area_width: the largest area width considered.
         max_area_height: the largest area height considered.
-        axis: the area axis (negative).
+        axis: the area axis.
         per_item: divide each area's value by its size first (the adjoint of
             area means instead of area sums).
 
     Returns:
         A tensor like `area_values` with `axis` of length `length`.
     """
-    if axis >= 0:
-        axis -= len(area_values.shape)
-    _, _, shapes = _layout(length, memory_height, max_area_width, max_area_height)
-    grids = split_areas(
-        area_values,
-        length=length,
-        memory_height=memory_height,
-        max_area_width=max_area_width,
-        max_area_height=max_area_height,
-        axis=axis,
-    )
+    layout = area_layout(length, memory_height, max_area_width, max_area_height)
+    axis = _normalise_axis(axis, len(area_values.shape))
+    if area_values.shape[axis] != layout.num_areas:
+        raise ValueError(
+            f"`area_values` has {area_values.shape[axis]} areas along axis "
+            f"{axis}, but a memory of length {length} with "
+            f"memory_height={memory_height}, max_area_width={max_area_width} "
+            f"and max_area_height={max_area_height} has {layout.num_areas}."
+        )
+    slots = areas_to_slots(area_values, layout, axis)
     if per_item:
-        grids = [g * (1.0 / (h * w)) for (h, w, _, _), g in zip(shapes, grids)]
-    return fold_area_grids(
-        grids,
-        length=length,
-        memory_height=memory_height,
-        max_area_width=max_area_width,
-        max_area_height=max_area_height,
-        axis=axis,
-    )
+        scale = _along_axis(1.0 / layout.slot_sizes, axis, len(slots.shape))
+        slots = slots * ops.cast(scale, slots.dtype)
+    return fold_area_slots(slots, layout, axis)
+
+
+def _along_axis(vector, axis, ndim):
+    """A NumPy vector shaped to broadcast along `axis` of an `ndim` tensor."""
+    shape = [1] * ndim
+    shape[axis] = vector.shape[0]
+    return ops.convert_to_tensor(np.asarray(vector, "float32").reshape(shape))
 
 
 def area_features(
@@ -426,33 +557,28 @@ def area_features(
             f"Received: features={features!r}"
         )
     x = ops.cast(x, "float32")
-    length = x.shape[axis]
-    grid_args = dict(
-        memory_height=memory_height,
-        max_area_width=max_area_width,
-        max_area_height=max_area_height,
-        axis=axis,
+    axis = _normalise_axis(axis, len(x.shape))
+    layout = area_layout(
+        x.shape[axis], memory_height, max_area_width, max_area_height
     )
     heights, widths = area_sizes(
-        length, memory_height, max_area_width, max_area_height
+        layout.length, memory_height, max_area_width, max_area_height
     )
     out = {"heights": heights, "widths": widths}
-    # Area sizes broadcast along the area axis.
-    size_shape = [1] * len(x.shape)
-    size_shape[axis] = heights.shape[0]
-    sizes = ops.convert_to_tensor(
-        (heights * widths).astype("float32").reshape(size_shape)
+    sizes = _along_axis(
+        (heights * widths).astype("float32"), axis, len(x.shape)
     )
     if {"sum", "mean", "std"} & set(features):
-        total = area_reduce(x, "sum", **grid_args)
+        total = slots_to_areas(area_slots(x, "sum", layout, axis), layout, axis)
         mean = total / sizes
         if "sum" in features:
             out["sum"] = total
         if "mean" in features:
             out["mean"] = mean
         if "std" in features:
-            mean_sq = area_reduce(ops.square(x), "sum", **grid_args) / sizes
+            squares = area_slots(ops.square(x), "sum", layout, axis)
+            mean_sq = slots_to_areas(squares, layout, axis) / sizes
             out["std"] = ops.sqrt(ops.abs(mean_sq - ops.square(mean)) + epsilon)
     if "max" in features:
-        out["max"] = area_reduce(x, "max", **grid_args)
+        out["max"] = slots_to_areas(area_slots(x, "max", layout, axis), layout, axis)
     return out
