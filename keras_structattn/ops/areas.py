@@ -414,17 +414,53 @@ def fold_area_slots(slots, layout, axis=-1):
 
 
 def slots_to_areas(slots, layout, axis=-1):
-    """Gathers the valid slots into areas in enumeration order (`[.., |R|]`)."""
-    return ops.take(slots, layout.order, axis=axis)
+    """Gathers the valid slots into areas in enumeration order (`[.., |R|]`).
+
+    Each shape's valid slots are the top-left `rows x cols` corner of its
+    `H x W` block, so this is slices and one concatenation (no gather).
+    """
+    axis = _normalise_axis(axis, len(slots.shape))
+    pieces = []
+    for index, (_, _, rows, cols) in enumerate(layout.shapes):
+        block = _take(slots, axis, index * layout.length, (index + 1) * layout.length)
+        if layout.height > 1:
+            block = _split_axis(block, axis, (layout.height, layout.width))
+            block = _take(_take(block, axis - 1, 0, rows), axis, 0, cols)
+            block = _merge_axes(block, axis - 1, 2)
+        else:
+            block = _take(block, axis, 0, cols)
+        pieces.append(block)
+    return ops.concatenate(pieces, axis=axis) if len(pieces) > 1 else pieces[0]
 
 
 def areas_to_slots(areas, layout, axis=-1, fill=0.0):
-    """Scatters areas (enumeration order) into slots; invalid slots get `fill`."""
+    """Scatters areas (enumeration order) into slots; invalid slots get `fill`.
+
+    The inverse of `slots_to_areas` on valid slots: slices and pads.
+    """
     axis = _normalise_axis(axis, len(areas.shape))
-    source = np.full(layout.num_slots, layout.num_areas, dtype="int32")
-    source[layout.order] = np.arange(layout.num_areas, dtype="int32")
-    filler = ops.full_like(_take(areas, axis, 0, 1), fill)
-    return ops.take(ops.concatenate([areas, filler], axis=axis), source, axis=axis)
+    pieces = []
+    start = 0
+    for _, _, rows, cols in layout.shapes:
+        block = _take(areas, axis, start, start + rows * cols)
+        start += rows * cols
+        if layout.height > 1:
+            block = _split_axis(block, axis, (rows, cols))
+            block = _pad_with(block, axis - 1, 0, layout.height - rows, fill)
+            block = _pad_with(block, axis, 0, layout.width - cols, fill)
+            block = _merge_axes(block, axis - 1, 2)
+        else:
+            block = _pad_with(block, axis, 0, layout.width - cols, fill)
+        pieces.append(block)
+    return ops.concatenate(pieces, axis=axis) if len(pieces) > 1 else pieces[0]
+
+
+def _pad_with(x, axis, before, after, value):
+    if before == 0 and after == 0:
+        return x
+    widths = [[0, 0] for _ in range(len(x.shape))]
+    widths[axis] = [before, after]
+    return ops.pad(x, widths, constant_values=value)
 
 
 # ----------------------------------------------------------------- public API
