@@ -11,10 +11,14 @@ The layer is checked against
   masks (an area may be attended iff all its items may), temperature, top-k,
   and the output projection.
 
+Every reference test runs both `area_implementation`s ("fast" and "direct")
+with the same weights and also compares them with each other (1e-5); their
+gradients are compared too, and checked against finite differences.
+
 Plus the Keras conventions checklist: config and `.keras` round trips,
 symbolic shapes, `fit` with `jit_compile=True`, dropout and seeds, mixed
-precision, fully masked rows, fast vs direct implementations, and argument
-validation. Everything is small enough to run on a 2-core CPU on both the
+precision, fully masked rows, Keras-mask propagation, attention-mask
+broadcasting as in Keras MHA, and argument validation. Everything is small enough to run on a 2-core CPU on both the
 TensorFlow and JAX backends.
 """
 
@@ -29,7 +33,6 @@ from keras_structattn.layers import MultiHeadAreaAttention
 
 PLAIN_KEY_MODES = ("mean", "max", "sample")
 MLP_KEY_MODES = ("concat", "max_concat", "sum", "sample_concat", "sample_sum")
-ALL_KEY_MODES = PLAIN_KEY_MODES + MLP_KEY_MODES
 
 NUM_HEADS = 2
 KEY_DIM = 4
@@ -713,14 +716,7 @@ def _loss_and_gradients(layer, x, call):
 
 @pytest.mark.parametrize(
     "key_mode,implementation,dtype",
-    [
-        ("mean", "fast", "float32"),
-        ("concat", "direct", "float32"),
-        ("mean", "fast", "mixed_float16"),
-        ("concat", "fast", "mixed_float16"),
-        ("mean", "direct", "mixed_bfloat16"),
-        ("concat", "fast", "mixed_bfloat16"),
-    ],
+    [("mean", "fast", "mixed_float16"), ("concat", "direct", "mixed_bfloat16")],
 )
 def test_fully_masked_rows_mixed_precision_and_gradients(key_mode, implementation, dtype):
     rng = np.random.default_rng(8)
@@ -740,7 +736,7 @@ def test_fully_masked_rows_mixed_precision_and_gradients(key_mode, implementatio
     out = to_np(out)
     assert np.isfinite(out).all()
     bias = bias_only(layer, (6,))
-    np.testing.assert_allclose(out[1], bias, atol=1e-2 if dtype != "float32" else 1e-6)
+    np.testing.assert_allclose(out[1], bias, atol=1e-2)  # bias in low precision
     loss, grads = _loss_and_gradients(layer, x, call)
     assert np.isfinite(loss)
     for g in grads:
@@ -749,6 +745,57 @@ def test_fully_masked_rows_mixed_precision_and_gradients(key_mode, implementatio
     # inputs. Batch item 0 does get gradients.
     assert np.abs(grads[0][1]).max() == 0.0
     assert np.abs(grads[0][0]).max() > 0.0
+
+
+GRADIENT_CASES = {
+    # (attention_mask=True leaves one query row with nothing to attend)
+    "1d_mean_sum_causal_attention_mask_temperature": dict(
+        S=6, max_w=3, query="self", causal=True, attention_mask=True, temperature=0.7
+    ),
+    "2d_grid_mean_keys_mean_values_padding": dict(
+        S=6, H=2, max_w=2, max_h=2, layout="grid", query="self", value_mode="mean",
+        value_mask=True,
+    ),
+    "1d_concat_sum_causal_padding": dict(
+        S=6, max_w=2, query="self", key_mode="concat", causal=True, value_mask=True
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GRADIENT_CASES))
+def test_gradients_fast_direct_and_finite_differences(name):
+    """Both implementations have the same gradients (inputs and every
+    weight), and the input gradient matches central finite differences."""
+    case = GRADIENT_CASES[name]
+    rng = np.random.default_rng(23)
+    layer_kwargs, x, _, call, _, _, _, _ = _reference_inputs(case, rng)
+    fast = make_layer(area_implementation="fast", **layer_kwargs)
+    fast(x, x, **call)
+    randomize(fast, 23, scale=0.3)
+    direct = make_layer(area_implementation="direct", **layer_kwargs)
+    direct(x, x, **call)
+    direct.set_weights(fast.get_weights())
+    loss_fast, grads_fast = _loss_and_gradients(fast, x, call)
+    loss_direct, grads_direct = _loss_and_gradients(direct, x, call)
+    np.testing.assert_allclose(loss_fast, loss_direct, rtol=1e-5)
+    names = ["inputs"] + [v.path for v in fast.trainable_variables]
+    for label, a, b in zip(names, grads_fast, grads_direct):
+        assert np.isfinite(a).all(), label
+        scale = max(1.0, np.abs(b).max())
+        np.testing.assert_allclose(a, b, atol=1e-4 * scale, rtol=1e-4, err_msg=label)
+    assert np.abs(grads_fast[0]).max() > 0
+
+    def loss_at(point):
+        return float(np.sum(to_np(fast(point.astype("float32"), point.astype("float32"), **call)) ** 2))
+
+    for trial in range(2):
+        direction = rng.normal(size=x.shape)
+        eps = 1e-2
+        numeric = (loss_at(x + eps * direction) - loss_at(x - eps * direction)) / (2 * eps)
+        analytic = float(np.sum(grads_fast[0] * direction))
+        assert abs(numeric - analytic) <= 1e-2 * max(1.0, abs(analytic)), (
+            trial, numeric, analytic,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -787,17 +834,16 @@ def test_get_config_round_trip_before_and_after_build():
     assert clone.get_config() == config
 
     x = np.random.default_rng(9).normal(size=(2, 6, DIM)).astype("float32")
-    layer(x, x)
+    layer.build((2, 6, DIM), (2, 6, DIM))
     built_config = layer.get_config()
-    # Through JSON, as in a .keras file (tuples become lists).
+    # Through JSON, as in a .keras file (tuples become lists); Keras MHA
+    # stores attention_axes=(1,) once built.
     restored_config = json.loads(json.dumps(built_config))
     clone = MultiHeadAreaAttention.from_config(restored_config)
-    clone(x, x)
+    clone.build((2, 6, DIM), (2, 6, DIM))
+    assert json.loads(json.dumps(clone.get_config())) == restored_config
     clone.set_weights(layer.get_weights())
     np.testing.assert_allclose(to_np(clone(x, x)), to_np(layer(x, x)), atol=1e-6)
-    again = clone.get_config()
-    for name in ("max_area_width", "area_key_mode", "area_temperature", "top_k_areas"):
-        assert again[name] == built_config[name]
 
     # And through Keras' own serialisation helpers.
     revived = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
@@ -959,9 +1005,15 @@ def test_fit_with_jit_compile(name):
     assert len(losses) == 2 and np.isfinite(losses).all()
     after = layer.get_weights()
     assert all(np.isfinite(w).all() for w in after)
-    # Every trainable weight of the layer (MLP ones included) was updated.
-    changed = [not np.array_equal(a, b) for a, b in zip(before, after)]
-    assert all(changed), [w.path for w, c in zip(layer.weights, changed) if not c]
+    # Every trainable weight of the layer (MLP ones included) was updated,
+    # except maybe the key bias: with parameter-free keys it shifts all logits
+    # of a query equally, so its gradient is zero up to round-off.
+    unchanged = [
+        w.path
+        for w, a, b in zip(layer.weights, before, after)
+        if np.array_equal(a, b) and not w.path.endswith("key/bias")
+    ]
+    assert not unchanged, unchanged
 
 
 @pytest.mark.parametrize(
