@@ -8,10 +8,10 @@ from keras import ops
 
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
-from keras_structattn.ops.area_attention import IMPLEMENTATIONS
-from keras_structattn.ops.area_attention import VALUE_MODES
-from keras_structattn.ops.area_attention import area_attention
-from keras_structattn.ops.area_attention import attend_to_areas
+from keras_structattn.ops.attend_areas import IMPLEMENTATIONS
+from keras_structattn.ops.attend_areas import VALUE_MODES
+from keras_structattn.ops.attend_areas import area_attention
+from keras_structattn.ops.attend_areas import attend_to_areas
 from keras_structattn.ops.areas import area_coordinates
 from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.areas import num_areas

@@ -1,8 +1,8 @@
 """Backend-agnostic tensor functions (keras.ops only)."""
 
-from keras_structattn.ops.area_attention import area_attention
-from keras_structattn.ops.area_attention import area_keys
-from keras_structattn.ops.area_attention import attend_to_areas
+from keras_structattn.ops.attend_areas import area_attention
+from keras_structattn.ops.attend_areas import area_keys
+from keras_structattn.ops.attend_areas import attend_to_areas
 from keras_structattn.ops.areas import area_coordinates
 from keras_structattn.ops.areas import AreaLayout
 from keras_structattn.ops.areas import area_features
