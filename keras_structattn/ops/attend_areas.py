@@ -2,8 +2,8 @@
 
 Queries attend to *areas* (spans or rectangles of adjacent memory items)
 instead of single items. Reference semantics: tensor2tensor's
-`dot_product_area_attention`, with its defects fixed (see
-`docs`/README): a query row with no attendable area outputs zeros instead of
+`dot_product_area_attention`, with its defects fixed (see the README): a
+query row with no attendable area outputs zeros instead of
 NaN, masks are boolean (True = may attend), and the summed-area sums, the
 softmax and the mask constant are float32 under mixed precision.
 
