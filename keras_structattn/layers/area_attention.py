@@ -317,11 +317,6 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
         )
         self._area_key_output.build((None, self._key_dim))
 
-    def _num_areas(self, length):
-        return num_areas(
-            length, self._grid_height, self._max_area_width, self._max_area_height
-        )
-
     def area_coordinates(self, memory_length=None):
         """Maps area indices (of the returned scores) to grid positions.
 

@@ -94,9 +94,6 @@ class AreaLayout:
     def num_areas(self):
         return int(self.order.shape[0])
 
-    @property
-    def num_slots(self):
-        return self.num_shapes * self.length
 
 
 @functools.lru_cache(maxsize=256)
