@@ -85,6 +85,40 @@ def _check_tensors(query, key, value, key_name="key"):
             )
 
 
+def _validate(
+    query,
+    key,
+    value,
+    mask,
+    *,
+    key_name,
+    max_area_width,
+    max_area_height,
+    memory_height,
+    value_mode,
+    temperature,
+    top_k_areas,
+    dropout_rate,
+    implementation,
+):
+    """Checks the arguments shared by the entry points; returns the layout."""
+    _check_common(
+        max_area_width,
+        max_area_height,
+        memory_height,
+        value_mode,
+        temperature,
+        top_k_areas,
+        dropout_rate,
+        implementation,
+    )
+    _check_tensors(query, key, value, key_name=key_name)
+    _check_mask(mask, value.shape[-2])
+    return area_layout(
+        value.shape[-2], memory_height, max_area_width, max_area_height
+    )
+
+
 def _allowed_slots(mask, layout):
     """Which slots may be attended: valid areas all of whose items may be.
 
@@ -316,26 +350,26 @@ def area_attention(
         `[B, N, Lq, Dv]`, and with `return_weights=True` also the weights
         `[B, N, Lq, num_areas]` over areas in `area_coordinates` order.
     """
-    _check_common(
-        max_area_width,
-        max_area_height,
-        memory_height,
-        value_mode,
-        temperature,
-        top_k_areas,
-        dropout_rate,
-        implementation,
-    )
     _checks.one_of("key_mode", key_mode, KEY_MODES)
-    _check_tensors(query, key, value)
-    _check_mask(mask, key.shape[-2])
+    layout = _validate(
+        query,
+        key,
+        value,
+        mask,
+        key_name="key",
+        max_area_width=max_area_width,
+        max_area_height=max_area_height,
+        memory_height=memory_height,
+        value_mode=value_mode,
+        temperature=temperature,
+        top_k_areas=top_k_areas,
+        dropout_rate=dropout_rate,
+        implementation=implementation,
+    )
     layout_args = dict(
         memory_height=memory_height,
         max_area_width=max_area_width,
         max_area_height=max_area_height,
-    )
-    layout = area_layout(
-        key.shape[-2], memory_height, max_area_width, max_area_height
     )
     stabiliser = None
     if implementation == "fast" and key_mode == "mean":
@@ -400,20 +434,20 @@ def attend_to_areas(
     instead of `key`. With `implementation="fast"`, `sum`/`mean` values are
     still folded onto items instead of being materialised.
     """
-    _check_common(
-        max_area_width,
-        max_area_height,
-        memory_height,
-        value_mode,
-        temperature,
-        top_k_areas,
-        dropout_rate,
-        implementation,
-    )
-    _check_tensors(query, area_key, value, key_name="area_key")
-    _check_mask(mask, value.shape[-2])
-    layout = area_layout(
-        value.shape[-2], memory_height, max_area_width, max_area_height
+    layout = _validate(
+        query,
+        area_key,
+        value,
+        mask,
+        key_name="area_key",
+        max_area_width=max_area_width,
+        max_area_height=max_area_height,
+        memory_height=memory_height,
+        value_mode=value_mode,
+        temperature=temperature,
+        top_k_areas=top_k_areas,
+        dropout_rate=dropout_rate,
+        implementation=implementation,
     )
     if area_key.shape[-2] != layout.num_areas:
         raise ValueError(
