@@ -16,14 +16,19 @@ Two implementations give the same numbers:
   so it takes item logits `QK^T` once and sums them over areas. For `sum` and
   `mean` values it folds the area weights back onto the items
   (`sum_a p_a sum_{j in a} v_j = sum_j (sum_{a ∋ j} p_a) v_j`) and does one
-  item-level matmul with V. Other key modes still build area keys, but the
-  value fold applies to them too.
+  item-level matmul with V. With neither `top_k_areas` nor `return_weights`
+  this whole softmax-and-fold is `area_softmax.area_item_weights` (per-shape
+  tensors, hand-written gradient); otherwise it runs on the slot stack of
+  `areas`. Other key modes still build area keys, but the value fold applies
+  to them too.
 """
 
 from keras import ops
 from keras import random
 
 from keras_structattn.ops import _checks
+from keras_structattn.ops.area_softmax import MASKED_ITEM_LOGIT
+from keras_structattn.ops.area_softmax import area_item_weights
 from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.areas import area_fold
 from keras_structattn.ops.areas import area_layout
@@ -371,6 +376,24 @@ def area_attention(
         max_area_width=max_area_width,
         max_area_height=max_area_height,
     )
+    if (
+        implementation == "fast"
+        and key_mode == "mean"
+        and value_mode in ("sum", "mean")
+        and top_k_areas == 0
+        and not return_weights
+    ):
+        return _fused_mean_attention(
+            query,
+            key,
+            value,
+            mask,
+            layout,
+            value_mode=value_mode,
+            temperature=temperature,
+            dropout_rate=dropout_rate if training else 0.0,
+            seed=seed,
+        )
     stabiliser = None
     if implementation == "fast" and key_mode == "mean":
         # The mean of the items' logits is the logit of the mean key, so sum
@@ -406,6 +429,33 @@ def area_attention(
         seed=seed,
         implementation=implementation,
     )
+
+
+def _fused_mean_attention(
+    query, key, value, mask, layout, *, value_mode, temperature, dropout_rate, seed
+):
+    """The fast path end to end: item logits, item weights, one matmul."""
+    logits = ops.cast(ops.einsum("bnqd,bnkd->bnqk", query, key), "float32")
+    if temperature != 1.0:
+        logits = logits / temperature
+    if mask is not None:
+        logits = ops.where(ops.cast(mask, "bool"), logits, MASKED_ITEM_LOGIT)
+    shape = ops.shape(logits)
+    grid = ops.reshape(logits, tuple(shape[:-1]) + (layout.height, layout.width))
+    keep = None
+    if dropout_rate > 0:
+        keep = {}
+        for index, (h, w, rows, cols) in enumerate(layout.shapes):
+            # Distinct draws per shape even when `seed` is a plain int.
+            shape_seed = seed + index if isinstance(seed, int) else seed
+            keep[(h, w)] = random.dropout(
+                ops.ones_like(grid[..., :rows, :cols]),
+                dropout_rate,
+                seed=shape_seed,
+            )
+    weights = area_item_weights(grid, layout, value_mode=value_mode, keep=keep)
+    weights = ops.reshape(weights, shape)
+    return ops.einsum("bnqk,bnkd->bnqd", ops.cast(weights, value.dtype), value)
 
 
 def attend_to_areas(
