@@ -69,7 +69,10 @@ def _check_common(
 def _check_mask(mask, length):
     if mask is None:
         return
-    if len(mask.shape) > 4 or mask.shape[-1] not in (1, length):
+    last = mask.shape[-1] if len(mask.shape) else None
+    if len(mask.shape) > 4 or (
+        length is not None and last is not None and last not in (1, length)
+    ):
         raise ValueError(
             "`mask` must be broadcastable to [batch, heads, query_length, "
             f"{length}] (the memory length, or 1, on its last axis). "
@@ -118,9 +121,23 @@ def _validate(
         implementation,
     )
     _check_tensors(query, key, value, key_name=key_name)
-    _check_mask(mask, value.shape[-2])
-    return area_layout(
-        value.shape[-2], memory_height, max_area_width, max_area_height
+    length = value.shape[-2]
+    if length is None:
+        length = key.shape[-2] if key_name == "key" else None
+    _check_mask(mask, length)
+    if length is None:
+        return None  # see `_dynamic_length_error`
+    return area_layout(length, memory_height, max_area_width, max_area_height)
+
+
+def _dynamic_length_error(reason):
+    return ValueError(
+        "The memory length (axis -2 of `key` and `value`) is not static, "
+        "which area attention supports only for 1-D memories "
+        "(memory_height=1) on the fast path: key_mode='mean', value_mode "
+        "'sum' or 'mean', top_k_areas=0, return_weights=False and "
+        f"implementation='fast'. {reason} Pad the memory to a fixed length "
+        "(e.g. bucket boundaries) or use one of those settings."
     )
 
 
@@ -376,13 +393,21 @@ def area_attention(
         max_area_width=max_area_width,
         max_area_height=max_area_height,
     )
-    if (
+    fused = (
         implementation == "fast"
         and key_mode == "mean"
         and value_mode in ("sum", "mean")
         and top_k_areas == 0
         and not return_weights
-    ):
+    )
+    if layout is None and not (fused and memory_height == 1):
+        raise _dynamic_length_error(
+            f"Received memory_height={memory_height}, key_mode={key_mode!r}, "
+            f"value_mode={value_mode!r}, top_k_areas={top_k_areas}, "
+            f"return_weights={return_weights}, "
+            f"implementation={implementation!r}.",
+        )
+    if fused:
         return _fused_mean_attention(
             query,
             key,
@@ -393,6 +418,7 @@ def area_attention(
             temperature=temperature,
             dropout_rate=dropout_rate if training else 0.0,
             seed=seed,
+            max_area_width=max_area_width,
         )
     stabiliser = None
     if implementation == "fast" and key_mode == "mean":
@@ -432,28 +458,58 @@ def area_attention(
 
 
 def _fused_mean_attention(
-    query, key, value, mask, layout, *, value_mode, temperature, dropout_rate, seed
+    query,
+    key,
+    value,
+    mask,
+    layout,
+    *,
+    value_mode,
+    temperature,
+    dropout_rate,
+    seed,
+    max_area_width,
 ):
-    """The fast path end to end: item logits, item weights, one matmul."""
+    """The fast path end to end: item logits, item weights, one matmul.
+
+    `layout` is None for a 1-D memory of unknown (dynamic) length: the item
+    logits are then padded with `max_area_width - 1` masked items, so that
+    every width fits whatever the length, and the weights of the padding are
+    dropped again (areas touching it have weight exactly 0).
+    """
     logits = ops.cast(ops.einsum("bnqd,bnkd->bnqk", query, key), "float32")
     if temperature != 1.0:
         logits = logits / temperature
     if mask is not None:
         logits = ops.where(ops.cast(mask, "bool"), logits, MASKED_ITEM_LOGIT)
     shape = ops.shape(logits)
-    grid = ops.reshape(logits, tuple(shape[:-1]) + (layout.height, layout.width))
+    if layout is None:
+        padding = max_area_width - 1
+        grid = ops.expand_dims(logits, -2)  # [B, N, Lq, 1, L]
+        if padding:
+            widths = [[0, 0]] * 4 + [[0, padding]]
+            grid = ops.pad(grid, widths, constant_values=MASKED_ITEM_LOGIT)
+        # Shape bookkeeping only: a template whose widths all fit.
+        layout = area_layout(max_area_width, 1, max_area_width, 1)
+    else:
+        padding = 0
+        grid = ops.reshape(
+            logits, tuple(shape[:-1]) + (layout.height, layout.width)
+        )
     keep = None
     if dropout_rate > 0:
         keep = {}
-        for index, (h, w, rows, cols) in enumerate(layout.shapes):
+        for index, (h, w, _, _) in enumerate(layout.shapes):
             # Distinct draws per shape even when `seed` is a plain int.
             shape_seed = seed + index if isinstance(seed, int) else seed
             keep[(h, w)] = random.dropout(
-                ops.ones_like(grid[..., :rows, :cols]),
+                ops.ones_like(grid[..., h - 1 :, w - 1 :]),
                 dropout_rate,
                 seed=shape_seed,
             )
     weights = area_item_weights(grid, layout, value_mode=value_mode, keep=keep)
+    if padding:
+        weights = weights[..., :-padding]
     weights = ops.reshape(weights, shape)
     return ops.einsum("bnqk,bnkd->bnqd", ops.cast(weights, value.dtype), value)
 
@@ -499,6 +555,8 @@ def attend_to_areas(
         dropout_rate=dropout_rate,
         implementation=implementation,
     )
+    if layout is None:
+        raise _dynamic_length_error("`attend_to_areas` needs the area count.")
     if area_key.shape[-2] != layout.num_areas:
         raise ValueError(
             f"`area_key` must have {layout.num_areas} areas (axis -2) for a "

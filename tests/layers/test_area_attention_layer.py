@@ -1381,3 +1381,24 @@ def test_wrong_rank_inputs_raise(which):
     args = (bad, good) if which == "query" else (good, bad)
     with pytest.raises(ValueError, match=which):
         make_layer()(*args)
+
+
+def test_fit_on_batches_of_different_lengths():
+    """`model.fit` relaxes the traced shapes to unknown lengths once batches
+    of several lengths arrive (TensorFlow's `reduce_retracing`): the 1-D fast
+    path must work with a memory length that is unknown at trace time."""
+    inputs = keras.Input((None, DIM))
+    layer = make_layer(seed=4, max_area_width=3, dropout=0.1)
+    hidden = layer(inputs, inputs, use_causal_mask=True)
+    model = keras.Model(inputs, keras.layers.Dense(2)(hidden))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse", jit_compile=True)
+    rng = np.random.default_rng(13)
+
+    def batches():
+        for length in (4, 7, 2, 9, 5, 7):
+            x = rng.normal(size=(3, length, DIM)).astype("float32")
+            yield x, rng.normal(size=(3, length, 2)).astype("float32")
+
+    losses = [model.train_on_batch(x, y) for x, y in batches()]
+    assert np.isfinite(losses).all()
+    assert all(np.isfinite(w).all() for w in layer.get_weights())

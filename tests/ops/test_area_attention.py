@@ -831,3 +831,100 @@ def test_jit_matches_eager(key_mode, value_mode, implementation, layout_name, ma
             q, k, v, mask, **_kw(layout), key_mode=key_mode, value_mode=value_mode, **extra
         ),
     )
+
+
+# --------------------------------------------------------------------------
+# Memories of dynamic (unknown at trace time) length
+# --------------------------------------------------------------------------
+
+
+def _trace_with_unknown_length(fn, *arrays):
+    """Runs `fn` traced with the memory axis (-2 of every input) unknown.
+
+    Only TensorFlow traces with unknown dimensions (`model.fit` relaxes
+    shapes this way when batches of several lengths arrive); JAX always
+    traces concrete shapes, so there is nothing to test there.
+    """
+    if backend.backend() != "tensorflow":
+        pytest.skip("only TensorFlow traces with unknown dimensions")
+    import tensorflow as tf
+
+    specs = []
+    for a in arrays:
+        shape = list(a.shape)
+        shape[-2] = None
+        specs.append(tf.TensorSpec(shape, tf.as_dtype(a.dtype)))
+    return tf.function(fn, input_signature=specs)
+
+
+@pytest.mark.parametrize("value_mode", ["sum", "mean"])
+@pytest.mark.parametrize("mask_kind", ["none", "padding", "causal"])
+@pytest.mark.parametrize("length", [1, 2, 5, 9])
+def test_dynamic_length_1d_matches_reference(length, mask_kind, value_mode):
+    """Shorter memories than the widest area included (length 1, 2 < 4)."""
+    rng = np.random.default_rng(40 + length)
+    q_len = length if mask_kind == "causal" else 3
+    q, k, v = make_inputs(rng, 2, 2, q_len, length)
+    mask = make_mask(mask_kind, rng, 2, 2, q_len, length)
+    kw = dict(max_area_width=4, value_mode=value_mode)
+    if mask is None:
+        fn = lambda q, k, v: area_attention(q, k, v, **kw)  # noqa: E731
+        args = (q, k, v)
+    else:
+        mask = np.broadcast_to(mask, (2, 1, q_len, length))
+        # The mask's memory axis is its last one: move it to -2 for tracing.
+        fn = lambda q, k, v, m: area_attention(  # noqa: E731
+            q, k, v, ops.swapaxes(m, -1, -2), **kw
+        )
+        args = (q, k, v, np.swapaxes(mask, -1, -2).copy())
+    traced = _trace_with_unknown_length(fn, *args)
+    out = to_numpy(traced(*args))
+    expected, _ = ref.area_attention_reference(
+        q, k, v, mask, max_area_width=4, value_mode=value_mode
+    )
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_dynamic_length_gradients_match_static():
+    import tensorflow as tf  # noqa: F401  (skipped below on other backends)
+
+    rng = np.random.default_rng(50)
+    q, k, v = make_inputs(rng, 1, 2, 3, 6)
+    kw = dict(max_area_width=3, value_mode="sum")
+
+    def grads(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            out = area_attention(q, k, v, **kw)
+            loss = tf.reduce_sum(out * tf.sin(out))
+        return tape.gradient(loss, [q, k, v])
+
+    traced = _trace_with_unknown_length(grads, q, k, v)
+    static = tf.function(grads)
+    for got, want in zip(traced(q, k, v), static(q, k, v)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(memory_height=2, max_area_height=2),
+        dict(implementation="direct"),
+        dict(key_mode="max"),
+        dict(value_mode="max"),
+        dict(top_k_areas=2),
+        dict(return_weights=True),
+    ],
+    ids=["2d", "direct", "max_keys", "max_values", "top_k", "weights"],
+)
+def test_dynamic_length_outside_the_fast_path_raises(kwargs):
+    rng = np.random.default_rng(51)
+    q, k, v = make_inputs(rng, 1, 1, 2, 4)
+    traced = _trace_with_unknown_length(
+        lambda q, k, v: area_attention(q, k, v, max_area_width=2, **kwargs),
+        q,
+        k,
+        v,
+    )
+    with pytest.raises(ValueError, match="not static"):
+        traced(q, k, v)
