@@ -16,3 +16,4 @@ from keras_structattn.ops.areas import area_reduce
 from keras_structattn.ops.areas import area_shapes
 from keras_structattn.ops.areas import area_sizes
 from keras_structattn.ops.areas import num_areas
+from keras_structattn.ops.positions import timing_signal

@@ -1,0 +1,180 @@
+"""Named hyper-parameter sets with command-line overrides, tensor2tensor style.
+
+A model registers functions that return an `HParams` (`@register("name")`);
+a recipe resolves `--hparams_set NAME --hparams "a=1,b=2"` with `resolve`,
+and saves the result next to its checkpoints (`HParams.save`) so that
+decoding and evaluation rebuild exactly the trained model (`HParams.load`).
+
+    hparams = resolve("transformer_tiny", "num_hidden_layers=3,max_area_width=2")
+"""
+
+import json
+import os
+
+_REGISTRY = {}
+
+
+class HParams:
+    """A flat set of named hyper-parameters (bool, int, float or str).
+
+    Attribute access reads them (`hparams.hidden_size`). Types are fixed by
+    the registered defaults: an override must parse as the same type.
+    """
+
+    def __init__(self, **values):
+        for name, value in values.items():
+            _check_value(name, value)
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name):
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        raise AttributeError(f"HParams has no hyper-parameter {name!r}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError("HParams are read-only; use `override`.")
+
+    def __eq__(self, other):
+        return isinstance(other, HParams) and self.values() == other.values()
+
+    def __repr__(self):
+        items = ", ".join(f"{k}={v!r}" for k, v in sorted(self._values.items()))
+        return f"HParams({items})"
+
+    def values(self):
+        """Returns a copy of the hyper-parameters as a dict."""
+        return dict(self._values)
+
+    def override(self, **changes):
+        """Returns a copy with some values replaced.
+
+        Raises:
+            ValueError: for an unknown name or a value of another type.
+        """
+        values = self.values()
+        for name, value in changes.items():
+            if name not in values:
+                raise ValueError(
+                    f"Unknown hyper-parameter {name!r}. Known: "
+                    f"{', '.join(sorted(values))}"
+                )
+            default = values[name]
+            if isinstance(default, float) and isinstance(value, int):
+                value = float(value)
+            if type(value) is not type(default):
+                raise ValueError(
+                    f"Hyper-parameter {name!r} is a {type(default).__name__}"
+                    f"; received {value!r}."
+                )
+            values[name] = value
+        return HParams(**values)
+
+    def parse(self, overrides):
+        """Applies `"a=1,b=x"` overrides (values parsed as the default's type).
+
+        Args:
+            overrides: a comma-separated string of `name=value`, or "" / None.
+
+        Returns:
+            A new `HParams`.
+        """
+        if not overrides:
+            return self
+        changes = {}
+        for item in overrides.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if "=" not in item:
+                raise ValueError(
+                    f"Bad hparams override {item!r}: expected name=value "
+                    f"(in {overrides!r})."
+                )
+            name, text = (part.strip() for part in item.split("=", 1))
+            if name not in self._values:
+                raise ValueError(
+                    f"Unknown hyper-parameter {name!r} in --hparams. Known: "
+                    f"{', '.join(sorted(self._values))}"
+                )
+            changes[name] = _parse_as(name, text, self._values[name])
+        return self.override(**changes)
+
+    def to_json(self):
+        return json.dumps(self._values, indent=2, sort_keys=True)
+
+    def save(self, path):
+        """Writes the hyper-parameters as JSON (creating the directory)."""
+        directory = os.path.dirname(path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_json() + "\n")
+
+    @classmethod
+    def load(cls, path):
+        """Reads hyper-parameters written by `save`."""
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"No hparams file at {path}")
+        with open(path, encoding="utf-8") as f:
+            return cls(**json.load(f))
+
+
+def _check_value(name, value):
+    if not isinstance(value, (bool, int, float, str)):
+        raise ValueError(
+            f"Hyper-parameter {name!r} must be a bool, int, float or str; "
+            f"received {value!r}."
+        )
+
+
+def _parse_as(name, text, default):
+    if isinstance(default, bool):
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise ValueError(f"Hyper-parameter {name!r} is a bool; received {text!r}.")
+    try:
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except ValueError:
+        raise ValueError(
+            f"Hyper-parameter {name!r} is a {type(default).__name__}; "
+            f"received {text!r}."
+        ) from None
+    return text
+
+
+def register(name):
+    """Decorator registering a function returning `HParams` under `name`."""
+
+    def decorator(fn):
+        if name in _REGISTRY:
+            raise ValueError(f"hparams set {name!r} is registered twice")
+        _REGISTRY[name] = fn
+        return fn
+
+    return decorator
+
+
+def registered():
+    """Returns the sorted names of the registered hparams sets."""
+    return sorted(_REGISTRY)
+
+
+def get(name):
+    """Returns a fresh `HParams` of the registered set `name`."""
+    if name not in _REGISTRY:
+        raise ValueError(
+            f"Unknown hparams set {name!r}. Registered: {', '.join(registered())}"
+        )
+    return _REGISTRY[name]()
+
+
+def resolve(name, overrides=None):
+    """`get(name)` with `"a=1,b=2"` overrides applied."""
+    return get(name).parse(overrides)

@@ -1,0 +1,85 @@
+"""Losses for sequence models with padding."""
+
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class PaddedCrossEntropy(keras.losses.Loss):
+    """Label-smoothed cross-entropy averaged over the non-padding tokens.
+
+    tensor2tensor's `padded_cross_entropy` with `smoothing_cross_entropy`:
+    the target distribution puts `1 - label_smoothing` on the true token and
+    spreads `label_smoothing` evenly over the other `V - 1` tokens; the
+    entropy of that distribution is subtracted, so a perfect model scores 0.
+    Targets equal to `pad_id` are ignored, and the batch's loss is the sum
+    over real tokens divided by their number (not by the padded size).
+
+    Args:
+        label_smoothing: in [0, 1).
+        pad_id: the padding id (0 in tensor2tensor).
+    """
+
+    def __init__(self, label_smoothing=0.1, pad_id=0, name="padded_cross_entropy", **kwargs):
+        kwargs.setdefault("reduction", "sum")
+        super().__init__(name=name, **kwargs)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(
+                "Argument `label_smoothing` must be in [0, 1). "
+                f"Received: {label_smoothing!r}"
+            )
+        self.label_smoothing = float(label_smoothing)
+        self.pad_id = int(pad_id)
+
+    def call(self, y_true, y_pred):
+        logits = ops.cast(y_pred, "float32")
+        vocab = logits.shape[-1]
+        targets = ops.cast(y_true, "int32")
+        log_probs = ops.log_softmax(logits, axis=-1)
+        confidence = 1.0 - self.label_smoothing
+        low = self.label_smoothing / (vocab - 1)
+        true_log_prob = ops.take_along_axis(
+            log_probs, ops.expand_dims(targets, -1), axis=-1
+        )[..., 0]
+        # sum_v q_v log p_v with q = low everywhere but `confidence` at the
+        # target: low * sum_v log p_v + (confidence - low) * log p_target.
+        cross = -(
+            low * ops.sum(log_probs, axis=-1)
+            + (confidence - low) * true_log_prob
+        )
+        normalising = -(
+            confidence * math.log(confidence)
+            + (vocab - 1) * low * math.log(low + 1e-20)
+        ) if self.label_smoothing > 0 else 0.0
+        weights = ops.cast(ops.not_equal(targets, self.pad_id), "float32")
+        total = ops.maximum(ops.sum(weights), 1.0)
+        # With reduction "sum", this is the mean over real tokens.
+        return (cross - normalising) * weights / total
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(label_smoothing=self.label_smoothing, pad_id=self.pad_id)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class PaddedAccuracy(keras.metrics.Mean):
+    """Token accuracy of the argmax over the non-padding targets."""
+
+    def __init__(self, pad_id=0, name="accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = int(pad_id)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        targets = ops.cast(y_true, "int32")
+        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        weights = ops.cast(ops.not_equal(targets, self.pad_id), "float32")
+        correct = ops.cast(ops.equal(targets, predicted), "float32")
+        return super().update_state(correct, sample_weight=weights)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(pad_id=self.pad_id)
+        return config

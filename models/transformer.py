@@ -1,0 +1,389 @@
+"""A tensor2tensor-style Transformer for translation, with optional area attention.
+
+The model maps `(source_ids, decoder_inputs)` to float32 logits over the
+target vocabulary. Conventions of tensor2tensor: token id 0 is padding (and
+the decoder's start symbol: `decoder_inputs` is the target shifted right
+with a 0), id 1 is EOS; embeddings are scaled by `sqrt(hidden_size)` and the
+embedding of id 0 is zero; float32 `[sin | cos]` timing signals; pre-norm
+blocks with a final layer norm; optionally one embedding matrix shared by
+source, target and the softmax.
+
+Area attention (Li et al., 2019, section 4.1) is used in the first
+`num_area_layers` layers, in the attention kinds listed in
+`area_attention_kinds` (encoder self-attention, decoder self-attention and
+encoder-decoder attention by default, as in the paper).
+
+Hyper-parameter sets (`keras_structattn.hparams`): `transformer_tiny`,
+`transformer_small`, `transformer_base`, `transformer_big`, each with an
+`_area` variant (area attention of width 3 in the first 2 layers).
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_structattn import hparams as hparams_lib
+from keras_structattn.layers.transformer import TransformerDecoderBlock
+from keras_structattn.layers.transformer import TransformerEncoderBlock
+from keras_structattn.ops.positions import timing_signal
+
+AREA_KINDS = ("encoder_self", "decoder_self", "encdec")
+PAD_ID = 0
+EOS_ID = 1
+
+
+# ----------------------------------------------------------------- hparams
+
+
+def transformer_hparams(**changes):
+    """Defaults shared by all sets (t2t `transformer_base` conventions)."""
+    base = dict(
+        hidden_size=512,
+        filter_size=2048,
+        num_hidden_layers=6,
+        num_heads=8,
+        layer_prepostprocess_dropout=0.1,
+        attention_dropout=0.1,
+        relu_dropout=0.1,
+        label_smoothing=0.1,
+        shared_embedding_and_softmax_weights=True,
+        # Learning rate: constant * linear warm-up * rsqrt decay *
+        # rsqrt(hidden_size), t2t's default schedule for the Transformer.
+        learning_rate_constant=2.0,
+        learning_rate_warmup_steps=8000,
+        optimizer_adam_beta1=0.9,
+        optimizer_adam_beta2=0.98,
+        optimizer_adam_epsilon=1e-9,
+        batch_size=4096,  # tokens per batch (source or target, padded)
+        max_length=256,
+        # Area attention.
+        num_area_layers=0,
+        area_attention_kinds="encoder_self,decoder_self,encdec",
+        max_area_width=1,
+        max_area_height=1,
+        memory_height=1,
+        area_key_mode="mean",
+        area_value_mode="sum",
+    )
+    return hparams_lib.HParams(**base).override(**changes)
+
+
+def _sets():
+    sizes = {
+        "tiny": dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4),
+        "small": dict(num_hidden_layers=2, hidden_size=256, filter_size=1024, num_heads=4),
+        "base": dict(num_hidden_layers=6, hidden_size=512, filter_size=2048, num_heads=8),
+        "big": dict(
+            num_hidden_layers=6,
+            hidden_size=1024,
+            filter_size=4096,
+            num_heads=16,
+            layer_prepostprocess_dropout=0.3,
+        ),
+    }
+    area = dict(num_area_layers=2, max_area_width=3)
+    for size, values in sizes.items():
+        yield f"transformer_{size}", values
+        yield f"transformer_{size}_area", dict(values, **area)
+
+
+def _register_sets():
+    for name, values in _sets():
+        hparams_lib.register(name)(lambda values=values: transformer_hparams(**values))
+
+
+_register_sets()
+
+
+def area_kinds(text):
+    """Parses `area_attention_kinds` ("encoder_self,decoder_self,encdec")."""
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in AREA_KINDS]
+    if unknown:
+        raise ValueError(
+            f"Unknown area attention kind(s) {unknown} in area_attention_kinds="
+            f"{text!r}; allowed: {', '.join(AREA_KINDS)}"
+        )
+    return kinds
+
+
+# ------------------------------------------------------------------- model
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer over token ids.
+
+    Args:
+        vocab_size: size of the (joint) vocabulary.
+        hidden_size, filter_size, num_hidden_layers, num_heads: sizes.
+        layer_prepostprocess_dropout, attention_dropout, relu_dropout:
+            tensor2tensor's three dropouts.
+        shared_embedding_and_softmax_weights: one matrix for source and
+            target embeddings and the output projection (joint vocabulary);
+            otherwise three separate ones.
+        num_area_layers: the first layers that use area attention.
+        area_attention_kinds: comma-separated subset of `encoder_self`,
+            `decoder_self`, `encdec`.
+        max_area_width, max_area_height, memory_height, area_key_mode,
+            area_value_mode: the area arguments (`MultiHeadAreaAttention`).
+        seed: int seed of the dropouts.
+
+    Call args:
+        inputs: a tuple `(source_ids [B, S], decoder_inputs [B, T])` of ints.
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `[B, T, vocab_size]`.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size=512,
+        filter_size=2048,
+        num_hidden_layers=6,
+        num_heads=8,
+        layer_prepostprocess_dropout=0.1,
+        attention_dropout=0.1,
+        relu_dropout=0.1,
+        shared_embedding_and_softmax_weights=True,
+        num_area_layers=0,
+        area_attention_kinds="encoder_self,decoder_self,encdec",
+        max_area_width=1,
+        max_area_height=1,
+        memory_height=1,
+        area_key_mode="mean",
+        area_value_mode="sum",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(vocab_size, int) or vocab_size < 2:
+            raise ValueError(
+                f"Argument `vocab_size` must be an int >= 2. Received: {vocab_size!r}"
+            )
+        if not isinstance(num_hidden_layers, int) or num_hidden_layers < 1:
+            raise ValueError(
+                "Argument `num_hidden_layers` must be a positive int. "
+                f"Received: {num_hidden_layers!r}"
+            )
+        if not 0 <= num_area_layers <= num_hidden_layers:
+            raise ValueError(
+                f"Argument `num_area_layers` must be in [0, {num_hidden_layers}]"
+                f" (num_hidden_layers). Received: {num_area_layers!r}"
+            )
+        kinds = area_kinds(area_attention_kinds)
+        self.config_values = dict(
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            filter_size=filter_size,
+            num_hidden_layers=num_hidden_layers,
+            num_heads=num_heads,
+            layer_prepostprocess_dropout=layer_prepostprocess_dropout,
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+            shared_embedding_and_softmax_weights=shared_embedding_and_softmax_weights,
+            num_area_layers=num_area_layers,
+            area_attention_kinds=area_attention_kinds,
+            max_area_width=max_area_width,
+            max_area_height=max_area_height,
+            memory_height=memory_height,
+            area_key_mode=area_key_mode,
+            area_value_mode=area_value_mode,
+            seed=seed,
+        )
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        area = dict(
+            max_area_width=max_area_width,
+            max_area_height=max_area_height,
+            memory_height=memory_height,
+            area_key_mode=area_key_mode,
+            area_value_mode=area_value_mode,
+        )
+
+        def area_for(kind, layer):
+            return area if layer < num_area_layers and kind in kinds else None
+
+        init = keras.initializers.RandomNormal(stddev=hidden_size**-0.5, seed=seed)
+        self.source_embedding = keras.layers.Embedding(
+            vocab_size, hidden_size, embeddings_initializer=init,
+            name="source_embedding",
+        )
+        if shared_embedding_and_softmax_weights:
+            self.target_embedding = self.source_embedding
+            self.output_projection = None
+        else:
+            self.target_embedding = keras.layers.Embedding(
+                vocab_size, hidden_size, embeddings_initializer=init,
+                name="target_embedding",
+            )
+            self.output_projection = keras.layers.Dense(
+                vocab_size, use_bias=False, name="output_projection"
+            )
+        block_args = dict(
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+            layer_dropout=layer_prepostprocess_dropout,
+        )
+
+        def block_seed(i):
+            return None if seed is None else seed + 1 + i
+
+        self.encoder_blocks = [
+            TransformerEncoderBlock(
+                hidden_size, filter_size, num_heads,
+                area=area_for("encoder_self", i), seed=block_seed(i),
+                name=f"encoder_{i}", **block_args,
+            )
+            for i in range(num_hidden_layers)
+        ]
+        self.decoder_blocks = [
+            TransformerDecoderBlock(
+                hidden_size, filter_size, num_heads,
+                self_area=area_for("decoder_self", i),
+                encdec_area=area_for("encdec", i),
+                seed=block_seed(num_hidden_layers + i),
+                name=f"decoder_{i}", **block_args,
+            )
+            for i in range(num_hidden_layers)
+        ]
+        self.encoder_norm = keras.layers.LayerNormalization(
+            epsilon=1e-6, name="encoder_norm"
+        )
+        self.decoder_norm = keras.layers.LayerNormalization(
+            epsilon=1e-6, name="decoder_norm"
+        )
+        self.input_dropout = keras.layers.Dropout(
+            layer_prepostprocess_dropout, seed=seed, name="encoder_input_dropout"
+        )
+        self.target_dropout = keras.layers.Dropout(
+            layer_prepostprocess_dropout,
+            seed=None if seed is None else seed + 7919,
+            name="decoder_input_dropout",
+        )
+
+    @classmethod
+    def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):
+        """Builds the model of a `keras_structattn.hparams.HParams` set."""
+        names = (
+            "hidden_size filter_size num_hidden_layers num_heads "
+            "layer_prepostprocess_dropout attention_dropout relu_dropout "
+            "shared_embedding_and_softmax_weights num_area_layers "
+            "area_attention_kinds max_area_width max_area_height "
+            "memory_height area_key_mode area_value_mode"
+        ).split()
+        values = {name: getattr(hparams, name) for name in names}
+        return cls(vocab_size=vocab_size, seed=seed, **values, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.config_values)
+        return config
+
+    # ------------------------------------------------------------ embedding
+
+    def _embed(self, embedding, ids, positions):
+        """Scaled embedding (zero for padding) plus float32 timing signal."""
+        x = embedding(ids) * ops.cast(math.sqrt(self.hidden_size), embedding.compute_dtype)
+        x = x * ops.cast(ops.expand_dims(ops.not_equal(ids, PAD_ID), -1), x.dtype)
+        signal = timing_signal(positions, self.hidden_size)
+        return x + ops.cast(signal, x.dtype)
+
+    def _logits(self, x):
+        if self.output_projection is None:
+            table = ops.cast(self.target_embedding.embeddings, x.dtype)
+            logits = ops.matmul(x, ops.transpose(table))
+        else:
+            logits = self.output_projection(x)
+        return ops.cast(logits, "float32")
+
+    # -------------------------------------------------------------- forward
+
+    def build(self, input_shape=None):
+        source_shape, target_shape = (None, None), (None, None)
+        if input_shape is not None and len(input_shape) == 2:
+            source_shape, target_shape = input_shape
+        hidden = (source_shape[0], source_shape[1], self.hidden_size)
+        target_hidden = (target_shape[0], target_shape[1], self.hidden_size)
+        self.source_embedding.build(source_shape)
+        if self.target_embedding is not self.source_embedding:
+            self.target_embedding.build(target_shape)
+        if self.output_projection is not None:
+            self.output_projection.build(target_hidden)
+        for block in self.encoder_blocks:
+            block.build(hidden)
+        for block in self.decoder_blocks:
+            block.build(target_hidden, hidden)
+        self.encoder_norm.build(hidden)
+        self.decoder_norm.build(target_hidden)
+        self.built = True
+
+    def encode(self, source_ids, training=False):
+        """Returns `(encoder_outputs [B, S, H], padding_mask bool [B, S])`."""
+        source_ids = ops.cast(source_ids, "int32")
+        mask = ops.not_equal(source_ids, PAD_ID)
+        positions = ops.arange(ops.shape(source_ids)[1])
+        x = self._embed(self.source_embedding, source_ids, positions)
+        x = self.input_dropout(x, training=training)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=mask, training=training)
+        return self.encoder_norm(x), mask
+
+    def decode(self, decoder_inputs, encoder_outputs, encoder_mask, training=False):
+        """Logits `[B, T, V]` of the whole (shifted) target, causally."""
+        decoder_inputs = ops.cast(decoder_inputs, "int32")
+        positions = ops.arange(ops.shape(decoder_inputs)[1])
+        x = self._embed(self.target_embedding, decoder_inputs, positions)
+        x = self.target_dropout(x, training=training)
+        for block in self.decoder_blocks:
+            x = block(
+                x, encoder_outputs, encoder_padding_mask=encoder_mask, training=training
+            )
+        return self._logits(self.decoder_norm(x))
+
+    def call(self, inputs, training=None):
+        source_ids, decoder_inputs = inputs
+        encoder_outputs, mask = self.encode(source_ids, training=training)
+        return self.decode(decoder_inputs, encoder_outputs, mask, training=training)
+
+    # --------------------------------------------------- incremental decoding
+
+    def initial_cache(self, encoder_outputs, encoder_mask, max_decode_length):
+        """Fixed-shape decoding state, batch-leading (beam search tiles it).
+
+        Returns:
+            A dict: the encoder padding mask and, per decoder layer, the
+            self-attention key/value buffers `[B, max_decode_length, N, d]`
+            and the projected encoder keys/values.
+        """
+        batch = ops.shape(encoder_outputs)[0]
+        cache = {"encoder_mask": encoder_mask}
+        for i, block in enumerate(self.decoder_blocks):
+            layer = block.empty_cache(batch, max_decode_length)
+            layer.update(block.encoder_cache(encoder_outputs))
+            cache[f"layer_{i}"] = layer
+        return cache
+
+    def decode_step(self, ids, cache, index):
+        """Logits of the token after position `index`.
+
+        Args:
+            ids: int `[B, 1]`, the decoder input at position `index` (0 at
+                position 0).
+            cache: from `initial_cache` (or a previous step).
+            index: int scalar tensor.
+
+        Returns:
+            `(logits float32 [B, V], cache)`.
+        """
+        ids = ops.cast(ids, "int32")
+        x = self._embed(self.target_embedding, ids, ops.reshape(index, (1,)))
+        new_cache = {"encoder_mask": cache["encoder_mask"]}
+        for i, block in enumerate(self.decoder_blocks):
+            x, new_cache[f"layer_{i}"] = block.call_cached(
+                x, cache[f"layer_{i}"], index, cache["encoder_mask"]
+            )
+        return self._logits(self.decoder_norm(x))[:, 0, :], new_cache
