@@ -1,0 +1,29 @@
+"""Text data for translation recipes: corpora, vocabularies, tf.data batches.
+
+Modules:
+    parallel_text: reading parallel files and TSV pairs, cleaning, filtering.
+    tatoeba: the embedded Tatoeba English–German corpus and its splits.
+    vocab: subword (SentencePiece) and character vocabularies with the
+        tensor2tensor ids (0 padding, 1 EOS, 2 UNK).
+    batching: the bucketed `tf.data` pipeline of `((source, decoder_inputs),
+        targets)` batches.
+"""
+
+from keras_structattn.data.batching import bucket_batch_sizes
+from keras_structattn.data.batching import bucket_boundaries
+from keras_structattn.data.batching import make_translation_dataset
+from keras_structattn.data.parallel_text import FilterReport
+from keras_structattn.data.parallel_text import clean_text
+from keras_structattn.data.parallel_text import filter_pairs
+from keras_structattn.data.parallel_text import read_lines
+from keras_structattn.data.parallel_text import read_parallel_files
+from keras_structattn.data.parallel_text import read_tsv_pairs
+from keras_structattn.data.tatoeba import group_references
+from keras_structattn.data.tatoeba import load_tatoeba_en_de
+from keras_structattn.data.tatoeba import split_of
+from keras_structattn.data.vocab import EOS_ID
+from keras_structattn.data.vocab import PAD_ID
+from keras_structattn.data.vocab import UNK_ID
+from keras_structattn.data.vocab import CharVocab
+from keras_structattn.data.vocab import SubwordVocab
+from keras_structattn.data.vocab import load_vocab

@@ -1,0 +1,240 @@
+"""Reading and filtering parallel text: line files, TSV pairs, clean-up.
+
+Every reader names the file and the 1-based line number of malformed input,
+and `filter_pairs` reports what it dropped, so no sentence pair is lost
+without a count.
+"""
+
+import dataclasses
+import gzip
+import os
+
+from keras_structattn.ops import _checks
+
+# Non-ASCII spaces seen in real corpora (Tatoeba among them): no-break and
+# narrow no-break spaces become plain spaces (so whitespace tokenisers and
+# SentencePiece see one kind of space); the zero-width space is invisible and
+# would otherwise glue or split tokens arbitrarily, so it goes.
+_CLEAN_TABLE = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u200b": None})
+
+
+def _open_binary(path):
+    """Opens `path` for reading bytes, decompressing `.gz` files."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No such file: {os.fspath(path)!r}")
+    if os.fspath(path).endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_lines(path):
+    """Reads the text lines of a plain or gzip-compressed UTF-8 file.
+
+    A file whose name ends in `.gz` is decompressed; any other file (`.txt`,
+    `.tsv`, `train.en`, ...) is read as plain text. Only the line terminator
+    (`\\n`, or `\\r\\n`) is removed: other whitespace is data and is kept. A
+    UTF-8 byte-order mark at the start of the file is dropped. Lines are split
+    on `\\n` only, so Unicode line separators inside a sentence stay in it.
+
+    Args:
+        path: path of the file (`str` or `os.PathLike`).
+
+    Returns:
+        A list of `str`, one per line (a final newline does not add an empty
+        line).
+
+    Raises:
+        FileNotFoundError: if `path` is not an existing file.
+        ValueError: if a line is not valid UTF-8 (names the file and line).
+    """
+    lines = []
+    with _open_binary(path) as f:
+        for number, raw in enumerate(f, start=1):
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+                if raw.endswith(b"\r"):
+                    raw = raw[:-1]
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"{os.fspath(path)}, line {number}: not valid UTF-8 ({e})."
+                ) from None
+            lines.append(line)
+    return lines
+
+
+def read_parallel_files(source_path, target_path):
+    """Reads a sentence-aligned pair of files (line `i` translates line `i`).
+
+    Args:
+        source_path: file of source sentences, one per line (`.gz` allowed).
+        target_path: file of target sentences, one per line (`.gz` allowed).
+
+    Returns:
+        A list of `(source, target)` string pairs, in file order.
+
+    Raises:
+        FileNotFoundError: if either file is missing.
+        ValueError: if the files have different numbers of lines (names both
+            files and both counts), or a line is not valid UTF-8.
+    """
+    sources = read_lines(source_path)
+    targets = read_lines(target_path)
+    if len(sources) != len(targets):
+        raise ValueError(
+            "Parallel files must have the same number of lines. Received: "
+            f"{os.fspath(source_path)!r} has {len(sources)} lines, "
+            f"{os.fspath(target_path)!r} has {len(targets)} lines."
+        )
+    return list(zip(sources, targets))
+
+
+def read_tsv_pairs(path, source_column=0, target_column=1):
+    """Reads sentence pairs from a tab-separated file.
+
+    Extra columns (e.g. an attribution column) are allowed and ignored.
+
+    Args:
+        path: a `.txt`, `.tsv` or `.gz` (compressed) file, UTF-8, one pair
+            per line, columns separated by tabs.
+        source_column: 0-based index of the source column.
+        target_column: 0-based index of the target column.
+
+    Returns:
+        A list of `(source, target)` string pairs, in file order.
+
+    Raises:
+        FileNotFoundError: if the file is missing.
+        ValueError: if a column index is not a non-negative integer, or a line
+            has too few columns (names the file and the 1-based line number).
+    """
+    _checks.non_negative_int("source_column", source_column)
+    _checks.non_negative_int("target_column", target_column)
+    needed = max(source_column, target_column) + 1
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        columns = line.split("\t")
+        if len(columns) < needed:
+            raise ValueError(
+                f"{os.fspath(path)}, line {number}: expected at least {needed} "
+                f"tab-separated columns, found {len(columns)}: {line[:80]!r}"
+            )
+        pairs.append((columns[source_column], columns[target_column]))
+    return pairs
+
+
+def clean_text(text):
+    """Normalises the invisible oddities of real text.
+
+    Maps U+00A0 (no-break space) and U+202F (narrow no-break space) to a
+    plain space, removes U+200B (zero-width space) and strips leading and
+    trailing whitespace. Nothing else changes (no Unicode normalisation, no
+    case folding), so cleaned text is still the text people wrote.
+
+    Args:
+        text: a `str`.
+
+    Returns:
+        The cleaned `str`.
+    """
+    return text.translate(_CLEAN_TABLE).strip()
+
+
+@dataclasses.dataclass
+class FilterReport:
+    """What a filter kept and dropped.
+
+    Attributes:
+        total: number of pairs seen.
+        kept: number of pairs kept.
+        empty: pairs dropped because a side was empty (after `clean_text`).
+        too_long: pairs dropped because a side was longer than `max_length`.
+        max_length: the length limit used (`None`: no limit), for messages.
+        unit: what lengths count, for messages (e.g. "tokens").
+    """
+
+    total: int = 0
+    kept: int = 0
+    empty: int = 0
+    too_long: int = 0
+    max_length: int | None = None
+    unit: str = "tokens"
+
+    def __str__(self):
+        if self.max_length is None:
+            long_label = "too long"
+        else:
+            long_label = f"longer than {self.max_length} {self.unit}"
+        return (
+            f"kept {self.kept} of {self.total} pairs "
+            f"(empty: {self.empty}, {long_label}: {self.too_long})"
+        )
+
+
+def _whitespace_tokens(text):
+    return len(text.split())
+
+
+def filter_pairs(pairs, max_length=None, length_fn=None):
+    """Drops empty and over-long sentence pairs, and counts them.
+
+    A pair is dropped as *empty* if either side is empty after `clean_text`
+    (checked first), and as *too long* if either side's `length_fn(text)`
+    exceeds `max_length`. Kept pairs are returned unchanged (apply
+    `clean_text` yourself if you want cleaned text); lengths are measured on
+    that unchanged text, i.e. on what will be tokenised.
+
+    Args:
+        pairs: iterable of `(source, target)` string pairs.
+        max_length: `None` (no length limit) or a positive integer.
+        length_fn: callable `str -> int`; defaults to the number of
+            whitespace tokens (`len(text.split())`).
+
+    Returns:
+        `(kept_pairs, report)`: the list of kept pairs, in input order, and a
+        `FilterReport`.
+
+    Raises:
+        ValueError: if `max_length` is not `None` or a positive integer, if
+            `length_fn` is not callable, or if an item of `pairs` is not a
+            pair of strings (names its index).
+    """
+    if max_length is not None:
+        _checks.positive_int("max_length", max_length)
+    if length_fn is None:
+        length_fn = _whitespace_tokens
+    elif not callable(length_fn):
+        raise ValueError(
+            "Argument `length_fn` must be `None` or a callable `str -> int`. "
+            f"Received: length_fn={length_fn!r}"
+        )
+    kept = []
+    report = FilterReport(max_length=max_length)
+    for index, pair in enumerate(pairs):
+        _check_pair(index, pair)
+        source, target = pair
+        report.total += 1
+        if not clean_text(source) or not clean_text(target):
+            report.empty += 1
+        elif max_length is not None and (
+            length_fn(source) > max_length or length_fn(target) > max_length
+        ):
+            report.too_long += 1
+        else:
+            kept.append(pair)
+    report.kept = len(kept)
+    return kept, report
+
+
+def _check_pair(index, pair):
+    """Checks that `pairs[index]` is a `(str, str)` pair."""
+    if (
+        not isinstance(pair, (tuple, list))
+        or len(pair) != 2
+        or not all(isinstance(side, str) for side in pair)
+    ):
+        raise ValueError(
+            "Argument `pairs` must hold `(source, target)` pairs of strings. "
+            f"Received: pairs[{index}]={pair!r}"
+        )
