@@ -1,0 +1,10 @@
+"""Autoregressive decoding: beam search and greedy search (keras.ops only).
+
+Both take a `step_fn(ids, cache, index) -> (logits, new_cache)` and a cache
+(a nested structure of tensors with a leading batch axis), run on any Keras
+backend and compile with XLA.
+"""
+
+from keras_structattn.decoding.beam_search import beam_search
+from keras_structattn.decoding.beam_search import length_penalty
+from keras_structattn.decoding.greedy_search import greedy_search

@@ -1,0 +1,98 @@
+"""Greedy (argmax) decoding with a step function and a cache."""
+
+from keras import ops
+
+from keras_structattn.decoding import _cache
+from keras_structattn.decoding import _checks
+
+
+def greedy_search(step_fn, initial_ids, initial_cache, *, max_decode_length, eos_id=1):
+    """Greedy decoding: the most probable next token at every step.
+
+    A row stops at its first `eos_id` (which is kept); its later positions
+    are 0. The loop ends when every row has stopped or after
+    `max_decode_length` steps. Uses `keras.ops` only (any backend) and is
+    XLA-compilable: static shapes and a `keras.ops.while_loop`.
+
+    Args:
+        step_fn: `step_fn(ids, cache, index) -> (logits, new_cache)`. `ids`:
+            int32 `[B, 1]`, the tokens at position `index` (a scalar int32
+            tensor, the 0-based decoding step); `logits`: float
+            `[B, vocab_size]` for the next token; `new_cache`: the updated
+            cache, with the structure, shapes and dtypes of `cache`.
+        initial_ids: int `[B]`, the first decoder input of each row (0 in
+            the tensor2tensor convention of targets shifted right with 0).
+        initial_cache: nested structure (dict / list / tuple) of tensors
+            whose leading axis is `B`, or `None`.
+        max_decode_length: positive int, the number of tokens generated.
+        eos_id: non-negative int, the end-of-sequence token.
+
+    Returns:
+        Tuple `(ids, scores)`: `ids` int32 `[B, max_decode_length]`, the
+        decoded tokens (EOS included, later positions 0); `scores` float32
+        `[B]`, the sum of the log-probabilities of the decoded tokens.
+    """
+    ids, log_probs, _ = greedy_decode(
+        step_fn,
+        initial_ids,
+        initial_cache,
+        max_decode_length=max_decode_length,
+        eos_id=eos_id,
+    )
+    return ids, log_probs
+
+
+def greedy_decode(step_fn, initial_ids, initial_cache, *, max_decode_length, eos_id=1):
+    """`greedy_search` that also returns the lengths (int32 `[B]`).
+
+    A row's length counts its EOS; a row without EOS has length
+    `max_decode_length`. (`beam_search` with `beam_size=1` uses the lengths
+    for its length penalty.)
+    """
+    _checks.positive_int("max_decode_length", max_decode_length)
+    _checks.token_id("eos_id", eos_id)
+    ids = _checks.initial_ids(initial_ids)
+    cache = _cache.as_cache(initial_cache)
+    batch = ops.shape(ids)[0]
+    positions = ops.arange(max_decode_length, dtype="int32")
+
+    state = {
+        "index": ops.convert_to_tensor(0, dtype="int32"),
+        "last": ids,
+        "seq": ops.zeros((batch, max_decode_length), dtype="int32"),
+        "log_probs": ops.zeros((batch,), dtype="float32"),
+        "lengths": ops.zeros((batch,), dtype="int32"),
+        "finished": ops.zeros((batch,), dtype="bool"),
+        "cache": cache,
+    }
+
+    def cond(state):
+        return ops.logical_and(
+            state["index"] < max_decode_length,
+            ops.logical_not(ops.all(state["finished"])),
+        )
+
+    def body(state):
+        i = state["index"]
+        finished = state["finished"]
+        logits, new_cache = step_fn(state["last"][:, None], state["cache"], i)
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        token = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+        token_log_prob = ops.take_along_axis(log_probs, token[:, None], axis=1)[:, 0]
+        # Stopped rows emit 0 and add nothing; their cache keeps updating
+        # (it is never read again), which keeps the step branch-free.
+        token = ops.where(finished, 0, token)
+        return {
+            "index": i + 1,
+            "last": token,
+            "seq": ops.where(positions[None, :] == i, token[:, None], state["seq"]),
+            "log_probs": state["log_probs"] + ops.where(finished, 0.0, token_log_prob),
+            "lengths": ops.where(finished, state["lengths"], i + 1),
+            "finished": ops.logical_or(finished, token == eos_id),
+            "cache": _cache.like(state["cache"], new_cache),
+        }
+
+    state = ops.while_loop(cond, body, state)
+    # A row still running at the end was extended at every step, so its
+    # length is already `max_decode_length`.
+    return state["seq"], state["log_probs"], state["lengths"]
