@@ -1,0 +1,92 @@
+"""Decoding an encoder-decoder model with beam or greedy search.
+
+The model provides the tensor2tensor/KerasHub-shaped decoding protocol:
+
+* `encode(source_ids) -> (encoder_outputs, encoder_mask)`,
+* `initial_cache(encoder_outputs, encoder_mask, max_decode_length) -> cache`
+  (a dict of batch-leading tensors: fixed-shape buffers, so XLA compiles one
+  program per input shape),
+* `decode_step(ids [B, 1], cache, index) -> (logits [B, V], cache)`,
+* `vocab_size`.
+
+`models.transformer.Transformer` and the LSTM seq2seq models implement it.
+"""
+
+import keras
+from keras import ops
+
+from keras_structattn.decoding.beam_search import beam_search
+from keras_structattn.decoding.greedy_search import greedy_search
+
+
+def generate(
+    model,
+    source_ids,
+    *,
+    max_decode_length,
+    beam_size=4,
+    alpha=0.6,
+    eos_id=1,
+    return_all_beams=False,
+):
+    """Decodes a batch of source sequences.
+
+    Args:
+        model: a model with the decoding protocol of this module.
+        source_ids: int `[B, S]`, 0-padded.
+        max_decode_length: the most target tokens (EOS included).
+        beam_size: 1 for greedy search.
+        alpha: GNMT length-penalty exponent (beam search).
+        eos_id: the end-of-sentence id.
+        return_all_beams: return every beam, best first.
+
+    Returns:
+        `(ids, scores)`: int32 `[B, max_decode_length]` (or
+        `[B, beam, max_decode_length]`), EOS included, 0 after it; and the
+        scores `[B]` (or `[B, beam]`): length-penalised log-probabilities
+        for beam search, the plain sum of log-probabilities for greedy.
+    """
+    encoder_outputs, encoder_mask = model.encode(source_ids, training=False)
+    cache = model.initial_cache(encoder_outputs, encoder_mask, max_decode_length)
+    start = ops.zeros((ops.shape(source_ids)[0],), "int32")
+
+    def step_fn(ids, cache, index):
+        return model.decode_step(ids, cache, index)
+
+    if beam_size == 1 and not return_all_beams:
+        return greedy_search(
+            step_fn, start, cache, max_decode_length=max_decode_length, eos_id=eos_id
+        )
+    return beam_search(
+        step_fn,
+        start,
+        cache,
+        vocab_size=model.vocab_size,
+        max_decode_length=max_decode_length,
+        beam_size=beam_size,
+        alpha=alpha,
+        eos_id=eos_id,
+        return_all_beams=return_all_beams,
+    )
+
+
+def compiled_generate(model, **options):
+    """`generate` compiled with XLA for the current backend.
+
+    Returns a function of `source_ids` (one compiled program per input
+    shape: feed batches padded to a few fixed lengths).
+    """
+
+    def run(source_ids):
+        return generate(model, source_ids, **options)
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(run, jit_compile=True, reduce_retracing=False)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(run)
+    return run

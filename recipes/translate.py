@@ -1,0 +1,503 @@
+"""Translation with a tensor2tensor-style Transformer (optionally with area attention).
+
+    python -m recipes.translate                 # = train, then evaluate
+    python -m recipes.translate train    [flags]
+    python -m recipes.translate evaluate [flags]  # sacreBLEU + chrF on the test set
+    python -m recipes.translate decode   --input_file in.txt --output_file out.txt
+    python -m recipes.translate average  --last 5  # average the last checkpoints
+    python -m recipes.translate export   # SavedModel: raw strings -> translations
+
+With no data flags it trains on the Tatoeba English-German subset that ships
+with the package (CC BY 2.0 FR, see keras_structattn/data/tatoeba_en_de/
+NOTICE.md): `transformer_tiny_area` (area attention of width 3 in both
+layers), a joint SentencePiece vocabulary, 900 steps (about 7 minutes on
+2 CPU cores),
+then beam-search decoding of the test split, scored with sacreBLEU against
+all references of each English source.
+
+Everything lives in `--output_dir`: the resolved hparams (`hparams.json`,
+reloaded by the other subcommands), the vocabulary, weights checkpoints,
+the `BackupAndRestore` state (a killed `train` resumes where its last
+checkpoint left it) and TensorBoard logs (`tensorboard --logdir DIR/logs`).
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_structattn import hparams as hparams_lib  # noqa: E402
+from keras_structattn.data import batching  # noqa: E402
+from keras_structattn.data import parallel_text  # noqa: E402
+from keras_structattn.data import tatoeba  # noqa: E402
+from keras_structattn.data import vocab as vocab_lib  # noqa: E402
+from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
+from keras_structattn.losses import PaddedAccuracy  # noqa: E402
+from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
+from keras_structattn.metrics import corpus_bleu  # noqa: E402
+from keras_structattn.metrics import corpus_chrf  # noqa: E402
+from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
+from models.transformer import Transformer  # noqa: E402
+
+DEFAULT_OUTPUT_DIR = os.path.join("runs", "translate_tatoeba")
+DEFAULT_HPARAMS_SET = "transformer_tiny_area"
+# Applied to the default set only: the t2t defaults are for WMT-sized runs
+# (8000 warm-up steps, batches of 4096 tokens, sentences up to 256 tokens).
+DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=400,batch_size=2048,max_length=48"
+EOS_ID = 1
+
+COMMANDS = ("train", "evaluate", "decode", "average", "export")
+
+
+# ------------------------------------------------------------------- flags
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.translate",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n", 1)[1],
+    )
+    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR)
+    parser.add_argument("--hparams_set", default=DEFAULT_HPARAMS_SET,
+                        help=f"one of: {', '.join(hparams_lib.registered())}")
+    parser.add_argument("--hparams", default="",
+                        help='comma-separated overrides, e.g. "num_area_layers=1"')
+    parser.add_argument("--seed", type=int, default=1)
+    data = parser.add_argument_group("data (default: the embedded Tatoeba En-De)")
+    data.add_argument("--train_source", help="source sentences, one per line (.txt/.gz)")
+    data.add_argument("--train_target", help="target sentences aligned with --train_source")
+    data.add_argument("--train_tsv", help="or: a TSV of source<TAB>target pairs")
+    data.add_argument("--dev_source")
+    data.add_argument("--dev_target")
+    data.add_argument("--dev_tsv")
+    data.add_argument("--test_source")
+    data.add_argument("--test_target")
+    data.add_argument("--test_tsv")
+    data.add_argument("--vocab_type", choices=("subword", "char"), default="subword")
+    data.add_argument("--vocab_size", type=int, default=4000)
+    data.add_argument("--length_bucket_step", type=float, default=1.5,
+                      help="t2t uses 1.1; coarser buckets mean fewer XLA compiles")
+    train = parser.add_argument_group("training")
+    train.add_argument("--train_steps", type=int, default=900)
+    train.add_argument("--steps_per_checkpoint", type=int, default=100)
+    train.add_argument("--keep_checkpoints", type=int, default=5)
+    train.add_argument(
+        "--jit", choices=("auto", "on", "off"), default="auto",
+        help="jit_compile for fit; auto = Keras' choice: XLA on GPU/TPU, not on "
+        "CPU, where it is slower for this model (benchmarks/translate.py)",
+    )
+    train.add_argument("--no_eval", action="store_true",
+                       help="train only; skip the test-set evaluation")
+    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                       help="Keras fit verbosity: 1 = progress bar")
+    dec = parser.add_argument_group("decoding")
+    dec.add_argument("--beam_size", type=int, default=4)
+    dec.add_argument("--alpha", type=float, default=0.6)
+    dec.add_argument("--extra_length", type=int, default=20,
+                     help="decode at most source length + this many tokens")
+    dec.add_argument("--decode_batch_size", type=int, default=64)
+    dec.add_argument("--weights", help="weights file to decode with "
+                     "(default: averaged weights if present, else the last)")
+    dec.add_argument("--input_file", help="decode: sentences to translate (default stdin)")
+    dec.add_argument("--output_file", help="decode: where to write (default stdout)")
+    dec.add_argument("--examples", type=int, default=5,
+                     help="evaluate: translations to print")
+    parser.add_argument("--last", type=int, default=5, help="average: checkpoints to average")
+    return parser
+
+
+def check_args(args):
+    if args.steps_per_checkpoint < 1 or args.train_steps < 1:
+        raise ValueError("--train_steps and --steps_per_checkpoint must be >= 1")
+    if args.beam_size < 1:
+        raise ValueError(f"--beam_size must be >= 1, got {args.beam_size}")
+    for split in ("train", "dev", "test"):
+        tsv = getattr(args, f"{split}_tsv")
+        source = getattr(args, f"{split}_source")
+        target = getattr(args, f"{split}_target")
+        if tsv and (source or target):
+            raise ValueError(f"Give either --{split}_tsv or --{split}_source/--{split}_target")
+        if bool(source) != bool(target):
+            raise ValueError(f"--{split}_source and --{split}_target go together")
+
+
+# -------------------------------------------------------------------- data
+
+
+def load_pairs(args, split):
+    """Pairs of a split from the flags, or the embedded Tatoeba split."""
+    tsv = getattr(args, f"{split}_tsv")
+    source = getattr(args, f"{split}_source")
+    if tsv:
+        pairs = parallel_text.read_tsv_pairs(tsv)
+    elif source:
+        pairs = parallel_text.read_parallel_files(source, getattr(args, f"{split}_target"))
+    elif any(getattr(args, f"{s}_{k}") for s in ("train", "dev", "test") for k in ("tsv", "source")):
+        return None  # the user gave other splits: no silent Tatoeba mix-in
+    else:
+        pairs = tatoeba.load_tatoeba_en_de(split)
+    pairs = [(parallel_text.clean_text(s), parallel_text.clean_text(t)) for s, t in pairs]
+    pairs, report = parallel_text.filter_pairs(pairs)
+    print(f"[data] {split}: {report}")
+    return pairs
+
+
+def load_or_train_vocab(args, pairs):
+    path = os.path.join(args.output_dir, "vocab")
+    existing = glob.glob(path + ".*")
+    if existing:
+        return vocab_lib.load_vocab(existing[0])
+    if pairs is None:
+        raise ValueError(f"No vocabulary in {args.output_dir}: run `train` first.")
+    texts = [s for s, _ in pairs] + [t for _, t in pairs]
+    if args.vocab_type == "char":
+        vocab = vocab_lib.CharVocab.build(texts)
+        path += ".json"
+    else:
+        vocab = vocab_lib.SubwordVocab.train(texts, args.vocab_size, seed=args.seed)
+        path += ".model"
+    os.makedirs(args.output_dir, exist_ok=True)
+    vocab.save(path)
+    print(f"[vocab] {args.vocab_type}, {vocab.vocab_size} ids -> {path}")
+    return vocab
+
+
+# ------------------------------------------------------------------- model
+
+
+def resolve_hparams(args, for_training):
+    """The hparams of the run: saved ones if present, else from the flags."""
+    path = os.path.join(args.output_dir, "hparams.json")
+    if os.path.exists(path):
+        saved = hparams_lib.HParams.load(path)
+        if for_training and args.hparams:
+            wanted = saved.parse(args.hparams)
+            if wanted != saved:
+                raise ValueError(
+                    f"{args.output_dir} holds a run with other hparams ({path}); "
+                    "use a new --output_dir to change them."
+                )
+        return saved
+    if not for_training:
+        raise FileNotFoundError(f"No trained run in {args.output_dir} (no hparams.json)")
+    hparams = hparams_lib.get(args.hparams_set)
+    if args.hparams_set == DEFAULT_HPARAMS_SET:
+        hparams = hparams.parse(DEFAULT_SET_OVERRIDES)
+    return hparams.parse(args.hparams)
+
+
+def build_model(hparams, vocab, seed=None):
+    model = Transformer.from_hparams(hparams, vocab.vocab_size, seed=seed)
+    model((np.ones((1, 4), "int32"), np.zeros((1, 4), "int32")))  # build
+    return model
+
+
+def checkpoint_dir(args):
+    return os.path.join(args.output_dir, "checkpoints")
+
+
+def checkpoints(args):
+    return sorted(glob.glob(os.path.join(checkpoint_dir(args), "ckpt-*.weights.h5")))
+
+
+def default_weights(args):
+    if args.weights:
+        return args.weights
+    averaged = os.path.join(args.output_dir, "averaged.weights.h5")
+    if os.path.exists(averaged):
+        return averaged
+    found = checkpoints(args)
+    if not found:
+        raise FileNotFoundError(f"No checkpoints in {checkpoint_dir(args)}")
+    return found[-1]
+
+
+def load_trained(args):
+    hparams = resolve_hparams(args, for_training=False)
+    vocab = load_or_train_vocab(args, None)
+    model = build_model(hparams, vocab)
+    weights = default_weights(args)
+    model.load_weights(weights)
+    print(f"[model] {args.output_dir}: weights {os.path.basename(weights)}")
+    return model, vocab, hparams
+
+
+class PruneCheckpoints(keras.callbacks.Callback):
+    """Keeps the newest `keep` weights checkpoints (after each is written)."""
+
+    def __init__(self, args):
+        super().__init__()
+        self.args = args
+
+    def on_epoch_end(self, epoch, logs=None):
+        for path in checkpoints(self.args)[: -self.args.keep_checkpoints]:
+            os.remove(path)
+
+
+# ------------------------------------------------------------------ train
+
+
+def train(args):
+    keras.utils.set_random_seed(args.seed)
+    jit = {"auto": "auto", "on": True, "off": False}[args.jit]
+    if jit is False and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # Keras turns XLA off when op determinism is on; with XLA on, the
+        # seeds (initialisation, dropout, shuffling) make CPU runs repeat.
+        tf.config.experimental.enable_op_determinism()
+    hparams = resolve_hparams(args, for_training=True)
+    train_pairs = load_pairs(args, "train")
+    if train_pairs is None:
+        raise ValueError("Give training data: --train_tsv or --train_source/--train_target")
+    vocab = load_or_train_vocab(args, train_pairs)
+    hparams.save(os.path.join(args.output_dir, "hparams.json"))
+    print(f"[hparams] {args.hparams_set}: {hparams}")
+
+    options = dict(
+        batch_tokens=hparams.batch_size,
+        max_length=hparams.max_length,
+        length_bucket_step=args.length_bucket_step,
+    )
+    dataset, report = batching.make_translation_dataset(
+        train_pairs, vocab, vocab, shuffle=True, seed=args.seed, repeat=True, **options
+    )
+    print(f"[data] train batches: {report}")
+    dev_pairs = load_pairs(args, "dev")
+    validation, validation_steps = None, None
+    if dev_pairs:
+        validation, dev_report = batching.make_translation_dataset(
+            dev_pairs, vocab, vocab, shuffle=False, repeat=False, **options
+        )
+        # Counted once, so that Keras knows where an evaluation pass ends.
+        validation_steps = sum(1 for _ in validation)
+        print(f"[data] dev batches: {dev_report}; {validation_steps} batches")
+
+    model = build_model(hparams, vocab, seed=args.seed)
+    schedule = WarmupRsqrtDecay(
+        hparams.learning_rate_constant,
+        hparams.learning_rate_warmup_steps,
+        hparams.hidden_size,
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            schedule,
+            beta_1=hparams.optimizer_adam_beta1,
+            beta_2=hparams.optimizer_adam_beta2,
+            epsilon=hparams.optimizer_adam_epsilon,
+        ),
+        loss=PaddedCrossEntropy(hparams.label_smoothing),
+        metrics=[PaddedAccuracy()],
+        jit_compile=jit,
+    )
+    print(f"[model] {model.count_params():,} parameters")
+    os.makedirs(checkpoint_dir(args), exist_ok=True)
+    epochs = -(-args.train_steps // args.steps_per_checkpoint)
+    callbacks = [
+        # Restores weights, optimizer state and the epoch counter after a
+        # kill; a run that finished is not restarted (the backup is removed
+        # at the end of training, the last checkpoint stays).
+        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(checkpoint_dir(args), "ckpt-{epoch:04d}.weights.h5"),
+            save_weights_only=True,
+        ),
+        PruneCheckpoints(args),
+        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")),
+        keras.callbacks.TerminateOnNaN(),
+    ]
+    start = time.time()
+    history = model.fit(
+        dataset,
+        steps_per_epoch=args.steps_per_checkpoint,
+        epochs=epochs,
+        validation_data=validation,
+        validation_steps=validation_steps,
+        callbacks=callbacks,
+        verbose=args.verbose,
+    )
+    steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    print(f"[train] {steps} steps in {time.time() - start:.0f} s")
+    with open(os.path.join(args.output_dir, "train_summary.json"), "w") as f:
+        json.dump({"steps": steps, "history": history.history}, f, indent=2)
+    if not args.no_eval:
+        args.weights = checkpoints(args)[-1]
+        evaluate(args)
+    return model
+
+
+# --------------------------------------------------------------- decoding
+
+
+def _bucket(length, multiple=8):
+    return -(-length // multiple) * multiple
+
+
+def translate(model, vocab, sentences, args, max_length):
+    """Translates `sentences` in length-sorted, fixed-shape batches.
+
+    Sources longer than `max_length` tokens (EOS included) are truncated,
+    and outputs stop at `max_length` tokens.
+    Each batch is padded to `--decode_batch_size` rows and to a multiple of
+    8 tokens, so XLA compiles a handful of programs.
+    """
+    encoded = [vocab.encode(s)[: max_length - 1] + [EOS_ID] for s in sentences]
+    order = sorted(range(len(sentences)), key=lambda i: len(encoded[i]))
+    out = [None] * len(sentences)
+    programs = {}
+    size = args.decode_batch_size
+    for start in range(0, len(order), size):
+        rows = order[start : start + size]
+        length = _bucket(max(len(encoded[i]) for i in rows))
+        batch = np.zeros((size, length), "int32")  # a fixed batch size too
+        for r, i in enumerate(rows):
+            batch[r, : len(encoded[i])] = encoded[i]
+        # Targets were at most max_length tokens in training.
+        decode_length = min(length + args.extra_length, max_length)
+        if decode_length not in programs:
+            programs[decode_length] = compiled_generate(
+                model,
+                max_decode_length=decode_length,
+                beam_size=args.beam_size,
+                alpha=args.alpha,
+            )
+        ids, _ = programs[decode_length](batch)
+        ids = keras.ops.convert_to_numpy(ids)
+        for r, i in enumerate(rows):
+            out[i] = vocab.decode(ids[r].tolist())
+    return out
+
+
+def evaluate(args):
+    model, vocab, hparams = load_trained(args)
+    pairs = load_pairs(args, "test")
+    if not pairs:
+        raise ValueError("Give test data: --test_tsv or --test_source/--test_target")
+    sources, references = tatoeba.group_references(pairs)
+    start = time.time()
+    hypotheses = translate(model, vocab, sources, args, hparams.max_length)
+    seconds = time.time() - start
+    bleu = corpus_bleu(hypotheses, references)
+    chrf = corpus_chrf(hypotheses, references)
+    counts = sorted({len(r) for r in references})
+    print(f"[eval] {len(sources)} test sources ({len(pairs)} pairs, "
+          f"{counts[0]}-{counts[-1]} references each), beam {args.beam_size}, "
+          f"alpha {args.alpha}: {seconds:.0f} s")
+    print(bleu)
+    print(chrf)
+    path = os.path.join(args.output_dir, "test.hyp.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(hypotheses) + "\n")
+    with open(os.path.join(args.output_dir, "test_scores.json"), "w") as f:
+        json.dump({"bleu": bleu.score, "bleu_signature": bleu.signature,
+                   "chrf": chrf.score, "chrf_signature": chrf.signature}, f, indent=2)
+    for source, refs, hyp in list(zip(sources, references, hypotheses))[: args.examples]:
+        print(f"  source:    {source}\n  reference: {refs[0]}\n  output:    {hyp}")
+    return bleu, chrf
+
+
+def decode(args):
+    model, vocab, hparams = load_trained(args)
+    if args.input_file:
+        lines = parallel_text.read_lines(args.input_file)
+    else:
+        lines = [line.rstrip("\n") for line in sys.stdin]
+    outputs = translate(model, vocab, lines, args, hparams.max_length)
+    text = "\n".join(outputs) + "\n"
+    if args.output_file:
+        with open(args.output_file, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"[decode] {len(lines)} sentences -> {args.output_file}")
+    else:
+        sys.stdout.write(text)
+
+
+def average(args):
+    """Averages the weights of the last `--last` checkpoints."""
+    found = checkpoints(args)[-args.last :]
+    if not found:
+        raise FileNotFoundError(f"No checkpoints in {checkpoint_dir(args)}")
+    hparams = resolve_hparams(args, for_training=False)
+    vocab = load_or_train_vocab(args, None)
+    model = build_model(hparams, vocab)
+    total = None
+    for path in found:
+        model.load_weights(path)
+        weights = model.get_weights()
+        total = weights if total is None else [t + w for t, w in zip(total, weights)]
+    model.set_weights([t / len(found) for t in total])
+    path = os.path.join(args.output_dir, "averaged.weights.h5")
+    model.save_weights(path)
+    print(f"[average] {len(found)} checkpoints -> {path}: "
+          + ", ".join(os.path.basename(p) for p in found))
+    return path
+
+
+def export(args):
+    """A SavedModel mapping a batch of raw source strings to translations."""
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError("export needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
+    import tensorflow as tf
+
+    from keras_structattn.decoding.seq2seq import generate
+
+    model, vocab, hparams = load_trained(args)
+    if not isinstance(vocab, vocab_lib.SubwordVocab):
+        raise ValueError("export supports SentencePiece vocabularies only")
+
+    class Translator(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            # Track the in-graph tokenizer so its resource is saved too.
+            self.tokenizer = vocab._tf_tokenizer()
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def translate_ids(self, sentences):
+            """Output token ids `[N, max_length]` (EOS, then 0s)."""
+            ids = self.tokenizer.tokenize(sentences)[:, : hparams.max_length - 1]
+            eos = tf.fill([tf.shape(sentences)[0], 1], tf.constant(EOS_ID, ids.dtype))
+            ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1).to_tensor()
+            # Fixed-size decoding buffers: at most max_length target tokens.
+            out, _ = generate(
+                self.model, tf.cast(ids, tf.int32),
+                max_decode_length=hparams.max_length,
+                beam_size=args.beam_size, alpha=args.alpha,
+            )
+            return out
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def __call__(self, sentences):
+            return vocab.tf_decode(self.translate_ids(sentences))
+
+    translator = Translator()
+    path = os.path.join(args.output_dir, "export")
+    tf.saved_model.save(translator, path)
+    print(f"[export] SavedModel -> {path} (call it on a batch of strings)")
+    return path
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    check_args(args)
+    return {
+        "train": train,
+        "evaluate": evaluate,
+        "decode": decode,
+        "average": average,
+        "export": export,
+    }[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""The translation recipe end to end on a tiny model: train (XLA), evaluate,
+decode, average, export; a killed run resumes; bad input gives clear errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from keras_structattn.data import tatoeba
+from keras_structattn.decoding.seq2seq import generate
+from recipes import translate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = (
+    "num_hidden_layers=1,hidden_size=32,filter_size=64,num_heads=2,"
+    "num_area_layers=1,max_area_width=2,batch_size=256,max_length=24,"
+    "learning_rate_warmup_steps=10"
+)
+
+
+def write_tsv(path, pairs):
+    with open(path, "w", encoding="utf-8") as f:
+        for source, target in pairs:
+            f.write(f"{source}\t{target}\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    train = tatoeba.load_tatoeba_en_de("train")[::40]  # 458 pairs
+    test = tatoeba.load_tatoeba_en_de("test")[:24]
+    return dict(
+        train=write_tsv(root / "train.tsv", train),
+        dev=write_tsv(root / "dev.tsv", train[:16]),
+        test=write_tsv(root / "test.tsv", test),
+        test_sources=[s for s, _ in test],
+        root=root,
+    )
+
+
+def flags(data, out, *extra):
+    return [
+        "--output_dir", str(out), "--hparams", TINY, "--vocab_type", "char",
+        "--train_tsv", data["train"], "--dev_tsv", data["dev"],
+        "--test_tsv", data["test"], "--beam_size", "2", "--extra_length", "4",
+        "--decode_batch_size", "8", "--verbose", "0", *extra,
+    ]
+
+
+def test_train_evaluate_decode_average_export(data, tmp_path):
+    out = tmp_path / "run"
+    translate.main(["train", *flags(data, out, "--train_steps", "6",
+                                    "--steps_per_checkpoint", "2", "--jit", "on")])
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["steps"] == 6
+    losses = summary["history"]["loss"]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+    assert len(translate.checkpoints(_args(data, out))) == 3
+    assert list((out / "logs").rglob("events.out.tfevents.*"))
+    scores = json.loads((out / "test_scores.json").read_text())
+    assert 0.0 <= scores["bleu"] <= 100.0 and "nrefs" in scores["bleu_signature"]
+    hypotheses = (out / "test.hyp.txt").read_text(encoding="utf-8").split("\n")
+    assert len(hypotheses) == len(set(data["test_sources"])) + 1  # final newline
+
+    # decode: a file of sentences, in order, one output line each.
+    source_file = data["root"] / "sources.txt"
+    source_file.write_text("\n".join(data["test_sources"][:5]) + "\n", encoding="utf-8")
+    output_file = tmp_path / "out.txt"
+    translate.main(["decode", *flags(data, out, "--input_file", str(source_file),
+                                     "--output_file", str(output_file))])
+    decoded = output_file.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(decoded) == 5
+
+    # average: the mean of the last two checkpoints' weights.
+    translate.main(["average", *flags(data, out, "--last", "2")])
+    assert (out / "averaged.weights.h5").exists()
+
+
+def _args(data, out, *extra):
+    return translate.build_parser().parse_args(flags(data, out, *extra))
+
+
+def test_export_round_trip_matches_python_decoding(data, tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("export needs the TensorFlow backend")
+    out = tmp_path / "run"
+    common = flags(data, out, "--beam_size", "1")
+    common[common.index("--vocab_type") + 1] = "subword"
+    translate.main(["train", *common, "--train_steps", "4", "--steps_per_checkpoint",
+                    "4", "--vocab_size", "300", "--no_eval"])
+    path = translate.main(["export", *common])
+    loaded = tf.saved_model.load(path)
+    sentences = data["test_sources"][:4]
+    args = translate.build_parser().parse_args(["decode", *common])
+    model, vocab, hparams = translate.load_trained(args)
+    # The same ids as decoding the unpadded sources in Python.
+    for sentence in sentences:
+        source = np.array([vocab.encode(sentence)[: hparams.max_length - 1] + [1]], "int32")
+        expected, _ = generate(model, source, max_decode_length=hparams.max_length,
+                               beam_size=1)
+        got = loaded.translate_ids(tf.constant([sentence])).numpy()
+        np.testing.assert_array_equal(got, np.asarray(expected))
+    # Strings: the in-graph detokenisation of those ids.
+    exported = loaded(tf.constant(sentences)).numpy()
+    ids = loaded.translate_ids(tf.constant(sentences))
+    np.testing.assert_array_equal(exported, vocab.tf_decode(ids).numpy())
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_to_the_same_step_count(data, tmp_path):
+    """SIGKILL a training run after its second checkpoint, run the same
+    command again: it resumes (not restarts) and stops at --train_steps,
+    like an uninterrupted run."""
+    command = [sys.executable, "-m", "recipes.translate", "train"]
+    steps = ["--train_steps", "16", "--steps_per_checkpoint", "2", "--no_eval"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(
+        command + flags(data, killed, *steps), cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    second = killed / "checkpoints" / "ckpt-0002.weights.h5"
+    deadline = time.time() + 300
+    while not second.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert second.exists(), "the run did not reach its second checkpoint"
+    # BackupAndRestore runs before ModelCheckpoint at an epoch's end, so the
+    # backup of epoch 2 is on disk already.
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed / "train_summary.json").exists()  # it did not finish
+    assert (killed / "backup").exists()
+
+    resumed = subprocess.run(
+        command + flags(data, killed, *steps), cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads((killed / "train_summary.json").read_text())
+
+    straight = tmp_path / "straight"
+    translate.main(["train", *flags(data, straight, *steps)])
+    expected = json.loads((straight / "train_summary.json").read_text())
+    assert summary["steps"] == expected["steps"] == 16
+    # The resumed run trained only the epochs the killed one had not done.
+    assert 1 <= len(summary["history"]["loss"]) < len(expected["history"]["loss"]) == 8
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere.tsv"):
+        translate.main(["train", "--output_dir", str(tmp_path),
+                        "--train_tsv", str(tmp_path / "nowhere.tsv")])
+
+
+def test_misaligned_files_name_both(tmp_path):
+    source = tmp_path / "a.en"
+    target = tmp_path / "a.de"
+    source.write_text("one\ntwo\nthree\n")
+    target.write_text("eins\nzwei\n")
+    with pytest.raises(ValueError, match="a.en.*a.de|a.de.*a.en"):
+        translate.main(["train", "--output_dir", str(tmp_path / "run"),
+                        "--train_source", str(source), "--train_target", str(target)])
+
+
+def test_unknown_hparams_set_and_name(tmp_path, data):
+    with pytest.raises(ValueError, match="Unknown hparams set 'transformer_huge'"):
+        translate.main(["train", *flags(data, tmp_path / "a"),
+                        "--hparams_set", "transformer_huge"])
+    bad = flags(data, tmp_path / "b")
+    bad[bad.index("--hparams") + 1] = "hiden_size=8"
+    with pytest.raises(ValueError, match="Unknown hyper-parameter 'hiden_size'"):
+        translate.main(["train", *bad])
+
+
+def test_decode_without_a_trained_run_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No trained run"):
+        translate.main(["decode", "--output_dir", str(tmp_path / "none")])
