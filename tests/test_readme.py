@@ -14,3 +14,11 @@ def test_readme_python_blocks_run():
         exec(compile(block, str(README), "exec"), namespace)
     # The 2-D example reports weights over every area of an 8x8 grid.
     assert tuple(namespace["weights"].shape) == (2, 8, 7, (8 + 7 + 6) ** 2)
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    commands = re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)
+    test_command = [c.strip() for c in commands if "pytest" in c]
+    assert len(test_command) == 1
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert test_command[0] in ci.splitlines()
