@@ -6,7 +6,9 @@ width in {1, 2, 3, 5}) and over 2-D grids (8x8 and 16x16, areas up to 2x2
 and 3x3), for the key modes `mean` (fast and direct implementations) and
 `concat` (the learned Eq. 9 keys), with and without `jit_compile`. Each time
 is the median of `--repeats` runs after `--warmup` runs; the table gives
-milliseconds and the ratio to Keras MHA at the same shape and jit setting.
+milliseconds and the ratio to Keras MHA at the same shape and jit setting,
+whose runs alternate with the row's runs (so that a drift of the machine's
+speed cancels out of the ratio).
 
 Forward+backward is the gradient of `sum(y**2)` with respect to the input and
 all weights. Peak memory is XLA's buffer assignment for the compiled
@@ -88,25 +90,32 @@ def _make_jax_steps(layer, x, jit):
     )
 
 
-def measure(layer, length, jit, warmup, repeats, seed=0):
-    """Returns (forward ms, forward+backward ms, peak bytes or None)."""
+def steps_for(layer, length, jit, seed=0):
+    """Returns (forward, forward+backward, peak bytes or None) callables."""
     x = keras.ops.convert_to_tensor(
         np.random.default_rng(seed).normal(size=(BATCH, length, DIM)).astype("float32")
     )
     layer(x, x)  # build
     make = _make_jax_steps if keras.backend.backend() == "jax" else _make_tf_steps
-    forward, forward_backward, memory = make(layer, x, jit)
-    times = []
-    for step in (forward, forward_backward):
-        for _ in range(warmup):
-            step()
-        runs = []
-        for _ in range(repeats):
+    return make(layer, x, jit)
+
+
+def paired_medians(baseline, candidate, warmup, repeats):
+    """Median ms of two steps timed alternately, run after run.
+
+    Alternating cancels the drift of a shared machine's speed (other
+    processes, clock changes) from the ratio of the two.
+    """
+    for _ in range(warmup):
+        baseline()
+        candidate()
+    runs = ([], [])
+    for _ in range(repeats):
+        for step, out in ((baseline, runs[0]), (candidate, runs[1])):
             start = time.perf_counter()
             step()
-            runs.append(time.perf_counter() - start)
-        times.append(1e3 * statistics.median(runs))
-    return times[0], times[1], memory
+            out.append(time.perf_counter() - start)
+    return tuple(1e3 * statistics.median(r) for r in runs)
 
 
 def configurations(args):
@@ -171,22 +180,25 @@ def main(argv=None):
         for label, length, kwargs in configurations(args):
             keras.utils.set_random_seed(0)
             if kwargs is None:
-                layer = keras.layers.MultiHeadAttention(HEADS, KEY_DIM)
+                base = steps_for(keras.layers.MultiHeadAttention(HEADS, KEY_DIM), length, jit)
+                memory = base[2]
+                # The baseline row alone (each other row re-times it, paired).
+                fwd = fwd_base = paired_medians(base[0], base[0], args.warmup, args.repeats)[0]
+                both = both_base = paired_medians(base[1], base[1], args.warmup, args.repeats)[0]
+                label = f"{label} keras MHA"
             else:
                 layer = MultiHeadAreaAttention(HEADS, KEY_DIM, **kwargs)
-            fwd, both, memory = measure(
-                layer, length, jit, args.warmup, args.repeats
-            )
-            if kwargs is None:
-                base = (fwd, both, memory)
-                label = f"{label} keras MHA"
+                row = steps_for(layer, length, jit)
+                memory = row[2]
+                fwd_base, fwd = paired_medians(base[0], row[0], args.warmup, args.repeats)
+                both_base, both = paired_medians(base[1], row[1], args.warmup, args.repeats)
             mem = f"{memory / 2**20:9.1f}" if memory else f"{'n/a':>9s}"
             mem_ratio = (
                 f"{memory / base[2]:6.2f}" if memory and base[2] else f"{'':6s}"
             )
             print(
                 f"{label:36s} {'on' if jit else 'off':>3s} {fwd:8.2f} "
-                f"{fwd / base[0]:6.2f} {both:10.2f} {both / base[1]:6.2f} "
+                f"{fwd / fwd_base:6.2f} {both:10.2f} {both / both_base:6.2f} "
                 f"{mem} {mem_ratio}",
                 flush=True,
             )
