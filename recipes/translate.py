@@ -323,6 +323,7 @@ def train(args):
         epochs=epochs,
         validation_data=validation,
         validation_steps=validation_steps,
+        shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
         callbacks=callbacks,
         verbose=args.verbose,
     )
