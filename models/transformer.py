@@ -29,6 +29,15 @@ from keras_structattn.layers.transformer import TransformerEncoderBlock
 from keras_structattn.ops.positions import timing_signal
 
 AREA_KINDS = ("encoder_self", "decoder_self", "encdec")
+# The hparams that are `Transformer` constructor arguments (the others, such
+# as the learning rate, are the recipe's).
+MODEL_HPARAMS = (
+    "hidden_size", "filter_size", "num_hidden_layers", "num_heads",
+    "layer_prepostprocess_dropout", "attention_dropout", "relu_dropout",
+    "shared_embedding_and_softmax_weights", "num_area_layers",
+    "area_attention_kinds", "max_area_width", "max_area_height",
+    "memory_height", "area_key_mode", "area_value_mode",
+)
 PAD_ID = 0
 EOS_ID = 1
 
@@ -175,25 +184,11 @@ class Transformer(keras.Model):
                 f" (num_hidden_layers). Received: {num_area_layers!r}"
             )
         kinds = area_kinds(area_attention_kinds)
-        self.config_values = dict(
-            vocab_size=vocab_size,
-            hidden_size=hidden_size,
-            filter_size=filter_size,
-            num_hidden_layers=num_hidden_layers,
-            num_heads=num_heads,
-            layer_prepostprocess_dropout=layer_prepostprocess_dropout,
-            attention_dropout=attention_dropout,
-            relu_dropout=relu_dropout,
-            shared_embedding_and_softmax_weights=shared_embedding_and_softmax_weights,
-            num_area_layers=num_area_layers,
-            area_attention_kinds=area_attention_kinds,
-            max_area_width=max_area_width,
-            max_area_height=max_area_height,
-            memory_height=memory_height,
-            area_key_mode=area_key_mode,
-            area_value_mode=area_value_mode,
-            seed=seed,
-        )
+        # Everything but `vocab_size` and `seed` is also an hparams name.
+        arguments = locals()
+        self.config_values = {
+            name: arguments[name] for name in ("vocab_size", "seed") + MODEL_HPARAMS
+        }
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         area = dict(
@@ -268,14 +263,7 @@ class Transformer(keras.Model):
     @classmethod
     def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):
         """Builds the model of a `keras_structattn.hparams.HParams` set."""
-        names = (
-            "hidden_size filter_size num_hidden_layers num_heads "
-            "layer_prepostprocess_dropout attention_dropout relu_dropout "
-            "shared_embedding_and_softmax_weights num_area_layers "
-            "area_attention_kinds max_area_width max_area_height "
-            "memory_height area_key_mode area_value_mode"
-        ).split()
-        values = {name: getattr(hparams, name) for name in names}
+        values = {name: getattr(hparams, name) for name in MODEL_HPARAMS}
         return cls(vocab_size=vocab_size, seed=seed, **values, **kwargs)
 
     def get_config(self):
