@@ -3,7 +3,8 @@
 Training: tokens per second of `train_on_batch` (forward, backward and Adam
 update) on a fixed batch shape (`--batch` rows of `--length` source and
 target tokens), for the regular model and the `_area` model (area attention
-of width 3 in the first 2 layers), with and without `jit_compile`. Ratios are
+of width 3 in the first 2 layers), with and without `jit_compile`; then the
+same for the LSTM seq2seq (`--lstm_hparams_set`, area width 2). Ratios are
 against the regular model with the same jit setting.
 
 Decoding: sentences per second of greedy decoding of exactly
@@ -32,6 +33,7 @@ from keras import ops  # noqa: E402
 from keras_structattn import hparams as hparams_lib  # noqa: E402
 from keras_structattn.decoding import greedy_search  # noqa: E402
 from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
+from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 
 VOCAB = 4000
@@ -49,7 +51,8 @@ def median_seconds(fn, warmup, repeats):
 
 
 def make_model(hparams, seed=0):
-    model = Transformer.from_hparams(hparams, VOCAB, seed=seed)
+    family = LSTMSeq2Seq if getattr(hparams, "model_type", "") == "lstm" else Transformer
+    model = family.from_hparams(hparams, VOCAB, seed=seed)
     model((np.ones((1, 4), "int32"), np.zeros((1, 4), "int32")))
     return model
 
@@ -133,6 +136,8 @@ def decoding_speed(hparams, args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hparams_set", default="transformer_tiny")
+    parser.add_argument("--lstm_hparams_set", default="lstm_seq2seq_256_h4",
+                        help="LSTM rows: this set vs its _area variant ('' to skip)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--length", type=int, default=16)
     parser.add_argument("--decode_batch", type=int, default=32)
@@ -149,13 +154,21 @@ def main(argv=None):
         f"{args.length} tokens; median of {args.repeats} after {args.warmup}"
     )
     print(f"\n{'training':28s} {'jit':>4s} {'tokens/s':>10s} {'x regular':>10s}")
-    for jit in (False, True):
-        base = None
-        for name, hparams in (("regular", regular), ("area", area)):
-            speed = training_speed(hparams, jit, args)
-            base = base or speed
-            print(f"{name:28s} {'on' if jit else 'off':>4s} {speed:10.0f} "
-                  f"{speed / base:10.2f}", flush=True)
+    families = [("", regular, area)]
+    if args.lstm_hparams_set:
+        families.append((
+            f"{args.lstm_hparams_set} ",
+            hparams_lib.get(args.lstm_hparams_set),
+            hparams_lib.get(args.lstm_hparams_set + "_area"),
+        ))
+    for prefix, plain, with_area in families:
+        for jit in (False, True):
+            base = None
+            for name, hparams in (("regular", plain), ("area", with_area)):
+                speed = training_speed(hparams, jit, args)
+                base = base or speed
+                print(f"{prefix + name:28s} {'on' if jit else 'off':>4s} "
+                      f"{speed:10.0f} {speed / base:10.2f}", flush=True)
     print(f"\n{'decoding ' + str(args.decode_length) + ' tokens':28s} "
           f"{'cached':>10s} {'uncached':>10s} {'speed-up':>9s}  same tokens")
     for name, hparams in (("regular", regular), ("area", area)):

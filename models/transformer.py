@@ -48,6 +48,7 @@ EOS_ID = 1
 def transformer_hparams(**changes):
     """Defaults shared by all sets (t2t `transformer_base` conventions)."""
     base = dict(
+        model_type="transformer",
         hidden_size=512,
         filter_size=2048,
         num_hidden_layers=6,

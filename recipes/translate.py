@@ -44,10 +44,13 @@ from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
 from keras_structattn.metrics import corpus_bleu  # noqa: E402
 from keras_structattn.metrics import corpus_chrf  # noqa: E402
 from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
+from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "translate_tatoeba")
 DEFAULT_HPARAMS_SET = "transformer_tiny_area"
+DEFAULT_LSTM_HPARAMS_SET = "lstm_area_attention_base"
+MODELS = {"transformer": Transformer, "lstm": LSTMSeq2Seq}
 # Applied to the default set only: the t2t defaults are for WMT-sized runs
 # (8000 warm-up steps, batches of 4096 tokens, sentences up to 256 tokens).
 DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=400,batch_size=2048,max_length=48"
@@ -68,8 +71,11 @@ def build_parser():
     )
     parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
     parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR)
-    parser.add_argument("--hparams_set", default=DEFAULT_HPARAMS_SET,
-                        help=f"one of: {', '.join(hparams_lib.registered())}")
+    parser.add_argument("--model", choices=sorted(MODELS),
+                        help="the model family (default: the hparams set's)")
+    parser.add_argument("--hparams_set", default=None,
+                        help=f"default {DEFAULT_HPARAMS_SET} ({DEFAULT_LSTM_HPARAMS_SET} with "
+                        f"--model lstm); one of: {', '.join(hparams_lib.registered())}")
     parser.add_argument("--hparams", default="",
                         help='comma-separated overrides, e.g. "num_area_layers=1"')
     parser.add_argument("--seed", type=int, default=1)
@@ -190,14 +196,27 @@ def resolve_hparams(args, for_training):
         return saved
     if not for_training:
         raise FileNotFoundError(f"No trained run in {args.output_dir} (no hparams.json)")
-    hparams = hparams_lib.get(args.hparams_set)
-    if args.hparams_set == DEFAULT_HPARAMS_SET:
+    name = args.hparams_set
+    if name is None:
+        name = DEFAULT_LSTM_HPARAMS_SET if args.model == "lstm" else DEFAULT_HPARAMS_SET
+    hparams = hparams_lib.get(name)
+    if args.model and hparams.model_type != args.model:
+        raise ValueError(
+            f"--model {args.model} does not match --hparams_set {name}, a "
+            f"{hparams.model_type} set."
+        )
+    if name == DEFAULT_HPARAMS_SET:
         hparams = hparams.parse(DEFAULT_SET_OVERRIDES)
     return hparams.parse(args.hparams)
 
 
+def model_type(hparams):
+    # Runs saved before `model_type` existed are Transformers.
+    return getattr(hparams, "model_type", "transformer")
+
+
 def build_model(hparams, vocab, seed=None):
-    model = Transformer.from_hparams(hparams, vocab.vocab_size, seed=seed)
+    model = MODELS[model_type(hparams)].from_hparams(hparams, vocab.vocab_size, seed=seed)
     model((np.ones((1, 4), "int32"), np.zeros((1, 4), "int32")))  # build
     return model
 
@@ -262,7 +281,7 @@ def train(args):
         raise ValueError("Give training data: --train_tsv or --train_source/--train_target")
     vocab = load_or_train_vocab(args, train_pairs)
     hparams.save(os.path.join(args.output_dir, "hparams.json"))
-    print(f"[hparams] {args.hparams_set}: {hparams}")
+    print(f"[hparams] {args.hparams_set or 'default'}: {hparams}")
 
     options = dict(
         batch_tokens=hparams.batch_size,

@@ -188,3 +188,28 @@ def test_unknown_hparams_set_and_name(tmp_path, data):
 def test_decode_without_a_trained_run_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="No trained run"):
         translate.main(["decode", "--output_dir", str(tmp_path / "none")])
+
+
+def test_lstm_model_trains_evaluates_and_decodes(data, tmp_path):
+    """`--model lstm` reuses the whole recipe (data, checkpoints, decoding)."""
+    out = tmp_path / "lstm"
+    common = flags(data, out)
+    common[common.index("--hparams") + 1] = (
+        "hidden_size=32,num_heads=2,batch_size=256,max_length=24,"
+        "learning_rate_warmup_steps=10"
+    )
+    translate.main(["train", "--model", "lstm", "--hparams_set",
+                    "lstm_seq2seq_256_h4_area", *common, "--train_steps", "4",
+                    "--steps_per_checkpoint", "2"])
+    saved = json.loads((out / "hparams.json").read_text())
+    assert saved["model_type"] == "lstm" and saved["max_area_width"] == 2
+    scores = json.loads((out / "test_scores.json").read_text())
+    assert 0.0 <= scores["bleu"] <= 100.0
+    model, _, _ = translate.load_trained(_args(data, out))
+    assert type(model).__name__ == "LSTMSeq2Seq"
+
+
+def test_model_and_hparams_set_must_agree(data, tmp_path):
+    with pytest.raises(ValueError, match="does not match"):
+        translate.main(["train", "--model", "lstm", "--hparams_set",
+                        "transformer_tiny", *flags(data, tmp_path / "x")])

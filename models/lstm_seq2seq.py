@@ -1,0 +1,352 @@
+"""LSTM encoder-decoder with multi-head (area) Luong attention (Li et al., 2019, §4.1.2).
+
+A stack of LSTMs encodes the source. The decoder is a stack of LSTM cells
+with *input feeding* (Luong et al., 2015): at each step the top cell's
+output `h` queries the encoder outputs with multiplicative multi-head
+attention, the attentional vector `a = tanh(W [context; h])` gives the
+logits and is fed, with the next target embedding, to the next step.
+With `max_area_width > 1` the attention is area attention over spans of
+encoder outputs (keys: area means of the projected outputs; values: area
+sums), the paper's setting where it helped LSTMs most; padded source
+positions, and areas touching them, get no weight.
+
+The decoder step is one function: `ops.scan` runs it over the target for
+teacher-forced training, and `decode_step` runs it once per generated token
+with the LSTM states and the previous attentional vector as the cache, so
+both give the same logits. Token ids follow tensor2tensor: 0 is padding and
+the start symbol (its embedding is zero), 1 is EOS.
+
+Dropout (`dropout`) is applied to the embeddings, between encoder layers and
+to the attentional vector; the recurrent cells themselves have none (a
+stateful random draw inside `scan` does not compose across backends).
+"""
+
+import keras
+from keras import ops
+
+from keras_structattn import hparams as hparams_lib
+from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.layers.transformer import make_attention
+
+PAD_ID = 0
+
+# The hparams that are `LSTMSeq2Seq` constructor arguments.
+MODEL_HPARAMS = (
+    "hidden_size", "num_hidden_layers", "num_heads", "dropout",
+    "shared_embedding_and_softmax_weights", "max_area_width",
+    "area_key_mode", "area_value_mode",
+)
+
+
+def lstm_hparams(**changes):
+    """Defaults of the LSTM sets (t2t `lstm_attention` conventions)."""
+    base = dict(
+        model_type="lstm",
+        hidden_size=1024,
+        num_hidden_layers=2,
+        num_heads=4,
+        dropout=0.2,
+        shared_embedding_and_softmax_weights=True,
+        max_area_width=1,
+        area_key_mode="mean",
+        area_value_mode="sum",
+        label_smoothing=0.1,
+        # The recipe's schedule: peak constant / sqrt(warmup * hidden_size),
+        # about 1e-3 for these defaults.
+        learning_rate_constant=1.0,
+        learning_rate_warmup_steps=1000,
+        optimizer_adam_beta1=0.9,
+        optimizer_adam_beta2=0.98,
+        optimizer_adam_epsilon=1e-9,
+        batch_size=4096,
+        max_length=256,
+    )
+    return hparams_lib.HParams(**base).override(**changes)
+
+
+def _register_sets():
+    # The paper's grid (Tables 2 and 4): cells x heads, regular and area
+    # (max area width 2), token and character level.
+    for cells in (256, 512, 1024):
+        for heads in (1, 4):
+            for area in (False, True):
+                for char in (False, True):
+                    name = f"lstm_seq2seq_{cells}_h{heads}" + ("_area" if area else "")
+                    name += "_char" if char else ""
+                    values = dict(hidden_size=cells, num_heads=heads)
+                    if area:
+                        values["max_area_width"] = 2
+                    if char:
+                        values["max_length"] = 512
+                    hparams_lib.register(name)(lambda v=values: lstm_hparams(**v))
+    # t2t's `lstm_area_attention_base` and its regular twin.
+    hparams_lib.register("lstm_area_attention_base")(
+        lambda: lstm_hparams(max_area_width=2)
+    )
+    hparams_lib.register("lstm_attention_base")(lambda: lstm_hparams())
+
+
+_register_sets()
+
+
+def _time_loop(step, init, xs, output_like):
+    """Runs `carry, y = step(carry, x)` over time-major `xs`; returns the ys.
+
+    On JAX this is `ops.scan` (reverse-differentiable). On TensorFlow,
+    Keras' `scan` builds a `tf.while_loop` without `maximum_iterations`, whose
+    gradient XLA cannot compile; so the loop is a `while_loop` with that
+    bound, selecting each `y` into a preallocated `[T, ...]` buffer.
+    """
+    if keras.backend.backend() == "jax":
+        return ops.scan(step, init, xs)[1]
+    steps = xs.shape[0]
+    if steps is None:
+        steps = ops.shape(xs)[0]
+    buffer = ops.zeros((steps,) + tuple(ops.shape(output_like)), output_like.dtype)
+    times = ops.reshape(ops.arange(steps), (-1,) + (1,) * len(output_like.shape))
+
+    def body(i, carry, ys):
+        carry, y = step(carry, ops.take(xs, i, axis=0))
+        # A select, not `slice_update`: TF's dynamic-update-slice has no
+        # gradient.
+        ys = ops.where(times == i, ops.expand_dims(y, 0), ys)
+        return i + 1, carry, ys
+
+    _, _, ys = ops.while_loop(
+        lambda i, carry, ys: i < steps, body, (0, init, buffer),
+        maximum_iterations=steps,
+    )
+    return ys
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class LSTMSeq2Seq(keras.Model):
+    """2-layer (by default) LSTM seq2seq with multi-head (area) attention.
+
+    Args:
+        vocab_size: size of the joint vocabulary.
+        hidden_size: LSTM cells, embedding and attention width.
+        num_hidden_layers: LSTM layers of the encoder and of the decoder.
+        num_heads: attention heads (key_dim = hidden_size // num_heads).
+        dropout: see the module docstring.
+        shared_embedding_and_softmax_weights: one matrix for source and
+            target embeddings and the output projection.
+        max_area_width: 1 for regular attention, > 1 for area attention
+            over spans of up to this many encoder outputs.
+        area_key_mode, area_value_mode: area attention's key and value
+            modes (`MultiHeadAreaAttention`).
+        seed: int seed of initialisation and dropout.
+
+    Call args:
+        inputs: `(source_ids [B, S], decoder_inputs [B, T])`.
+
+    Returns:
+        float32 logits `[B, T, vocab_size]`.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size=1024,
+        num_hidden_layers=2,
+        num_heads=4,
+        dropout=0.2,
+        shared_embedding_and_softmax_weights=True,
+        max_area_width=1,
+        area_key_mode="mean",
+        area_value_mode="sum",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("hidden_size", hidden_size),
+            ("num_hidden_layers", num_hidden_layers),
+            ("num_heads", num_heads),
+            ("max_area_width", max_area_width),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"Argument `{name}` must be a positive int. Received: {value!r}"
+                )
+        if hidden_size % num_heads:
+            raise ValueError(
+                "Argument `hidden_size` must be divisible by `num_heads`. "
+                f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
+            )
+        arguments = locals()
+        self.config_values = {
+            name: arguments[name] for name in ("vocab_size", "seed") + MODEL_HPARAMS
+        }
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        init = keras.initializers.RandomNormal(stddev=hidden_size**-0.5, seed=seed)
+        self.source_embedding = keras.layers.Embedding(
+            vocab_size, hidden_size, embeddings_initializer=init, name="source_embedding"
+        )
+        if shared_embedding_and_softmax_weights:
+            self.target_embedding = self.source_embedding
+            self.output_projection = None
+        else:
+            self.target_embedding = keras.layers.Embedding(
+                vocab_size, hidden_size, embeddings_initializer=init,
+                name="target_embedding",
+            )
+            self.output_projection = keras.layers.Dense(
+                vocab_size, use_bias=False, name="output_projection"
+            )
+        self.encoder_layers = [
+            keras.layers.LSTM(
+                hidden_size, return_sequences=True, return_state=True,
+                name=f"encoder_lstm_{i}",
+            )
+            for i in range(num_hidden_layers)
+        ]
+        self.decoder_cells = [
+            keras.layers.LSTMCell(hidden_size, name=f"decoder_cell_{i}")
+            for i in range(num_hidden_layers)
+        ]
+        area = None
+        if max_area_width > 1:
+            area = dict(
+                max_area_width=max_area_width,
+                area_key_mode=area_key_mode,
+                area_value_mode=area_value_mode,
+            )
+        self.attention = make_attention(
+            num_heads, hidden_size // num_heads, 0.0, area=area, seed=seed,
+            name="attention",
+        )
+        self.attentional = keras.layers.Dense(
+            hidden_size, activation="tanh", use_bias=False, name="attentional"
+        )
+        self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, name="dropout")
+
+    @classmethod
+    def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):
+        """Builds the model of a `keras_structattn.hparams.HParams` set."""
+        values = {name: getattr(hparams, name) for name in MODEL_HPARAMS}
+        return cls(vocab_size=vocab_size, seed=seed, **values, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.config_values)
+        return config
+
+    def build(self, input_shape=None):
+        hidden = self.hidden_size
+        self.source_embedding.build((None, None))
+        if self.target_embedding is not self.source_embedding:
+            self.target_embedding.build((None, None))
+        if self.output_projection is not None:
+            self.output_projection.build((None, hidden))
+        for layer in self.encoder_layers:
+            layer.build((None, None, hidden))
+        self.decoder_cells[0].build((None, 2 * hidden))  # [embedding; attentional]
+        for cell in self.decoder_cells[1:]:
+            cell.build((None, hidden))
+        self.attention.build((None, 1, hidden), (None, None, hidden))
+        self.attentional.build((None, 2 * hidden))
+        self.built = True
+
+    # ------------------------------------------------------------- pieces
+
+    def _embed(self, embedding, ids):
+        x = embedding(ids)
+        return x * ops.cast(ops.expand_dims(ops.not_equal(ids, PAD_ID), -1), x.dtype)
+
+    def _logits(self, attentional):
+        if self.output_projection is None:
+            table = ops.cast(self.target_embedding.embeddings, attentional.dtype)
+            logits = ops.matmul(attentional, ops.transpose(table))
+        else:
+            logits = self.output_projection(attentional)
+        return ops.cast(logits, "float32")
+
+    def encode(self, source_ids, training=False):
+        """Returns `(encoder state dict, padding mask bool [B, S])`.
+
+        The dict holds the top layer's outputs `[B, S, H]` and each layer's
+        final `(h, c)` (taken at the last real token: padding is masked).
+        """
+        source_ids = ops.cast(source_ids, "int32")
+        mask = ops.not_equal(source_ids, PAD_ID)
+        x = self.dropout_layer(self._embed(self.source_embedding, source_ids), training=training)
+        states = []
+        for i, layer in enumerate(self.encoder_layers):
+            x, h, c = layer(x, mask=mask, training=training)
+            set_keras_mask(x, None)  # masks are explicit here
+            states.append((h, c))
+            if i + 1 < len(self.encoder_layers):
+                x = self.dropout_layer(x, training=training)
+        return {"outputs": x, "states": states}, mask
+
+    def initial_cache(self, encoder, encoder_mask, max_decode_length=None):
+        """Decoder state: LSTM states, the attentional vector and the
+        projected encoder keys/values (batch-leading, for beam search).
+        `max_decode_length` is unused (the LSTM state has a fixed size)."""
+        outputs = encoder["outputs"]
+        cache = {
+            "encoder_key": self.attention._key_dense(outputs),
+            "encoder_value": self.attention._value_dense(outputs),
+            "encoder_mask": encoder_mask,
+            "attentional": ops.zeros_like(encoder["states"][-1][0]),
+        }
+        for i, (h, c) in enumerate(encoder["states"]):
+            cache[f"h{i}"], cache[f"c{i}"] = h, c
+        return cache
+
+    def _step(self, embedded, cache, training=False):
+        """One decoder step: `embedded [B, H]` -> (attentional [B, H], cache)."""
+        x = ops.concatenate([embedded, cache["attentional"]], axis=-1)
+        new_cache = dict(cache)
+        for i, cell in enumerate(self.decoder_cells):
+            x, (h, c) = cell(x, [cache[f"h{i}"], cache[f"c{i}"]], training=training)
+            new_cache[f"h{i}"], new_cache[f"c{i}"] = h, c
+        attention = self.attention
+        query = attention._query_dense(ops.expand_dims(x, 1))
+        mask = ops.expand_dims(ops.cast(cache["encoder_mask"], "bool"), 1)
+        context, _ = attention._compute_attention(
+            query, cache["encoder_key"], cache["encoder_value"], mask, training=False
+        )
+        context = attention._output_dense(context)[:, 0, :]
+        attentional = self.attentional(ops.concatenate([context, x], axis=-1))
+        new_cache["attentional"] = attentional
+        return attentional, new_cache
+
+    # ---------------------------------------------------------- forward
+
+    def call(self, inputs, training=None):
+        source_ids, decoder_inputs = inputs
+        encoder, mask = self.encode(source_ids, training=training)
+        cache = self.initial_cache(encoder, mask)
+        embedded = self.dropout_layer(
+            self._embed(self.target_embedding, ops.cast(decoder_inputs, "int32")),
+            training=training,
+        )
+
+        # The recurrent state is the loop's carry; the encoder keys, values
+        # and mask are constants the step closes over.
+        names = ["attentional"] + [
+            f"{kind}{i}" for i in range(self.num_hidden_layers) for kind in "hc"
+        ]
+        constants = {k: v for k, v in cache.items() if k not in names}
+
+        def step(carry, x):
+            _, state = self._step(x, dict(zip(names, carry), **constants))
+            return tuple(state[name] for name in names), state["attentional"]
+
+        outputs = _time_loop(
+            step, tuple(cache[name] for name in names),
+            ops.transpose(embedded, (1, 0, 2)), cache["attentional"],
+        )
+        outputs = ops.transpose(outputs, (1, 0, 2))
+        return self._logits(self.dropout_layer(outputs, training=training))
+
+    def decode_step(self, ids, cache, index):
+        """Logits `[B, V]` of the next token after `ids [B, 1]`, and the cache."""
+        embedded = self._embed(self.target_embedding, ops.cast(ids, "int32"))[:, 0, :]
+        attentional, cache = self._step(embedded, cache)
+        return self._logits(attentional), cache
