@@ -149,6 +149,27 @@ def _parse_as(name, text, default):
     return text
 
 
+def training_defaults(**changes):
+    """Hyper-parameters every translation model's set carries (t2t names).
+
+    They drive the recipe, not the model: label smoothing, the
+    `constant * linear_warmup * rsqrt_decay * rsqrt(hidden_size)` learning
+    rate, Adam, the batch size in tokens and the longest sequence.
+    """
+    values = dict(
+        label_smoothing=0.1,
+        learning_rate_constant=2.0,
+        learning_rate_warmup_steps=8000,
+        optimizer_adam_beta1=0.9,
+        optimizer_adam_beta2=0.98,
+        optimizer_adam_epsilon=1e-9,
+        batch_size=4096,  # tokens per batch (source or target, padded)
+        max_length=256,
+    )
+    values.update(changes)
+    return values
+
+
 def register(name):
     """Decorator registering a function returning `HParams` under `name`."""
 

@@ -26,6 +26,7 @@ from keras import ops
 
 from keras_structattn import hparams as hparams_lib
 from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.ops import _checks
 from keras_structattn.layers.transformer import make_attention
 
 PAD_ID = 0
@@ -50,16 +51,11 @@ def lstm_hparams(**changes):
         max_area_width=1,
         area_key_mode="mean",
         area_value_mode="sum",
-        label_smoothing=0.1,
-        # The recipe's schedule: peak constant / sqrt(warmup * hidden_size),
+        # The recipe's schedule peaks at constant / sqrt(warmup * hidden_size):
         # about 1e-3 for these defaults.
-        learning_rate_constant=1.0,
-        learning_rate_warmup_steps=1000,
-        optimizer_adam_beta1=0.9,
-        optimizer_adam_beta2=0.98,
-        optimizer_adam_epsilon=1e-9,
-        batch_size=4096,
-        max_length=256,
+        **hparams_lib.training_defaults(
+            learning_rate_constant=1.0, learning_rate_warmup_steps=1000
+        ),
     )
     return hparams_lib.HParams(**base).override(**changes)
 
@@ -166,10 +162,7 @@ class LSTMSeq2Seq(keras.Model):
             ("num_heads", num_heads),
             ("max_area_width", max_area_width),
         ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"Argument `{name}` must be a positive int. Received: {value!r}"
-                )
+            _checks.positive_int(name, value)
         if hidden_size % num_heads:
             raise ValueError(
                 "Argument `hidden_size` must be divisible by `num_heads`. "

@@ -25,6 +25,7 @@ from keras import ops
 
 from keras_structattn import hparams as hparams_lib
 from keras_structattn.layers.transformer import TransformerDecoderBlock
+from keras_structattn.ops import _checks
 from keras_structattn.layers.transformer import TransformerEncoderBlock
 from keras_structattn.ops.positions import timing_signal
 
@@ -56,17 +57,9 @@ def transformer_hparams(**changes):
         layer_prepostprocess_dropout=0.1,
         attention_dropout=0.1,
         relu_dropout=0.1,
-        label_smoothing=0.1,
         shared_embedding_and_softmax_weights=True,
-        # Learning rate: constant * linear warm-up * rsqrt decay *
-        # rsqrt(hidden_size), t2t's default schedule for the Transformer.
-        learning_rate_constant=2.0,
-        learning_rate_warmup_steps=8000,
-        optimizer_adam_beta1=0.9,
-        optimizer_adam_beta2=0.98,
-        optimizer_adam_epsilon=1e-9,
-        batch_size=4096,  # tokens per batch (source or target, padded)
-        max_length=256,
+        # t2t's Transformer schedule: constant 2.0, 8000 warm-up steps.
+        **hparams_lib.training_defaults(),
         # Area attention.
         num_area_layers=0,
         area_attention_kinds="encoder_self,decoder_self,encdec",
@@ -174,11 +167,7 @@ class Transformer(keras.Model):
             raise ValueError(
                 f"Argument `vocab_size` must be an int >= 2. Received: {vocab_size!r}"
             )
-        if not isinstance(num_hidden_layers, int) or num_hidden_layers < 1:
-            raise ValueError(
-                "Argument `num_hidden_layers` must be a positive int. "
-                f"Received: {num_hidden_layers!r}"
-            )
+        _checks.positive_int("num_hidden_layers", num_hidden_layers)
         if not 0 <= num_area_layers <= num_hidden_layers:
             raise ValueError(
                 f"Argument `num_area_layers` must be in [0, {num_hidden_layers}]"

@@ -22,6 +22,7 @@ import keras
 from keras import ops
 
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
+from keras_structattn.ops import _checks
 
 
 def make_attention(num_heads, key_dim, dropout, area=None, seed=None, name=None, dtype=None):
@@ -56,10 +57,7 @@ def _check_block_args(hidden_size, filter_size, num_heads, dropouts):
         ("filter_size", filter_size),
         ("num_heads", num_heads),
     ):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(
-                f"Argument `{name}` must be a positive int. Received: {value!r}"
-            )
+        _checks.positive_int(name, value)
     if hidden_size % num_heads:
         raise ValueError(
             "Argument `hidden_size` must be divisible by `num_heads`. "
