@@ -12,7 +12,7 @@ Usage:
     python -m recipes.area_demo [--epochs 4] [--seed 0] [--out runs/area_demo]
 
 Progress bars, TensorBoard logs (`--out/<variant>/logs`) and resumable
-checkpoints (`BackupAndRestore` under `--out/<variant>/backup`: kill the run
+checkpoints (`--out/<variant>/checkpoints`, written atomically: kill the run
 and start it again to resume) are on by default.
 """
 
@@ -91,6 +91,9 @@ def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0):
 def run_variant(name, max_area_width, data, args):
     import keras
 
+    from keras_structattn.callbacks import EpochCheckpoints
+    from keras_structattn.callbacks import restore_latest
+
     keras.utils.set_random_seed(args.seed)
     (x_train, y_train), (x_test, y_test) = data
     model = build_model(max_area_width, seed=args.seed)
@@ -101,8 +104,10 @@ def run_variant(name, max_area_width, data, args):
         jit_compile=True,
     )
     out = os.path.join(args.out, name)
+    checkpoints = os.path.join(out, "checkpoints")
+    initial_epoch = restore_latest(model, checkpoints)
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup")),
+        EpochCheckpoints(checkpoints, keep=1),
         keras.callbacks.TensorBoard(os.path.join(out, "logs")),
     ]
     print(f"\n== {name}: max_area_width={max_area_width} ==")
@@ -112,6 +117,7 @@ def run_variant(name, max_area_width, data, args):
         y_train,
         batch_size=64,
         epochs=args.epochs,
+        initial_epoch=initial_epoch,
         validation_split=0.1,
         callbacks=callbacks,
         verbose=2 if os.environ.get("CI") else 1,

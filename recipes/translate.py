@@ -6,6 +6,7 @@
     python -m recipes.translate decode   --input_file in.txt --output_file out.txt
     python -m recipes.translate average  --last 5  # average the last checkpoints
     python -m recipes.translate export   # SavedModel: raw strings -> translations
+    python -m recipes.translate record   # the training batches, for `train --recorded`
 
 With no data flags it trains on the Tatoeba English-German subset that ships
 with the package (CC BY 2.0 FR, see keras_structattn/data/tatoeba_en_de/
@@ -16,9 +17,9 @@ then beam-search decoding of the test split, scored with sacreBLEU against
 all references of each English source.
 
 Everything lives in `--output_dir`: the resolved hparams (`hparams.json`,
-reloaded by the other subcommands), the vocabulary, weights checkpoints,
-the `BackupAndRestore` state (a killed `train` resumes where its last
-checkpoint left it) and TensorBoard logs (`tensorboard --logdir DIR/logs`).
+reloaded by the other subcommands), the vocabulary, weights checkpoints
+(with the optimizer state, written atomically: a `train` killed at any
+moment resumes from its last checkpoint when run again) and TensorBoard logs (`tensorboard --logdir DIR/logs`).
 """
 
 import argparse
@@ -34,8 +35,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_structattn import hparams as hparams_lib  # noqa: E402
+from keras_structattn.callbacks import EpochCheckpoints  # noqa: E402
+from keras_structattn.callbacks import list_checkpoints  # noqa: E402
+from keras_structattn.callbacks import restore_latest  # noqa: E402
 from keras_structattn.data import batching  # noqa: E402
 from keras_structattn.data import parallel_text  # noqa: E402
+from keras_structattn.data import recorded as recorded_lib  # noqa: E402
 from keras_structattn.data import tatoeba  # noqa: E402
 from keras_structattn.data import vocab as vocab_lib  # noqa: E402
 from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
@@ -56,7 +61,7 @@ MODELS = {"transformer": Transformer, "lstm": LSTMSeq2Seq}
 DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=400,batch_size=2048,max_length=48"
 EOS_ID = 1
 
-COMMANDS = ("train", "evaluate", "decode", "average", "export")
+COMMANDS = ("train", "evaluate", "decode", "average", "export", "record")
 
 
 # ------------------------------------------------------------------- flags
@@ -102,6 +107,9 @@ def build_parser():
         help="jit_compile for fit; auto = Keras' choice: XLA on GPU/TPU, not on "
         "CPU, where it is slower for this model (benchmarks/translate.py)",
     )
+    train.add_argument("--recorded", action="store_true",
+                       help="train on the batches `record` wrote to DIR/recorded/ "
+                       "(no TensorFlow needed, e.g. JAX on an accelerator machine)")
     train.add_argument("--no_eval", action="store_true",
                        help="train only; skip the test-set evaluation")
     train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
@@ -226,7 +234,7 @@ def checkpoint_dir(args):
 
 
 def checkpoints(args):
-    return sorted(glob.glob(os.path.join(checkpoint_dir(args), "ckpt-*.weights.h5")))
+    return [path for _, path in list_checkpoints(checkpoint_dir(args))]
 
 
 def default_weights(args):
@@ -251,30 +259,17 @@ def load_trained(args):
     return model, vocab, hparams
 
 
-class PruneCheckpoints(keras.callbacks.Callback):
-    """Keeps the newest `keep` weights checkpoints (after each is written)."""
-
-    def __init__(self, args):
-        super().__init__()
-        self.args = args
-
-    def on_epoch_end(self, epoch, logs=None):
-        for path in checkpoints(self.args)[: -self.args.keep_checkpoints]:
-            os.remove(path)
-
-
 # ------------------------------------------------------------------ train
 
 
-def train(args):
-    keras.utils.set_random_seed(args.seed)
-    jit = {"auto": "auto", "on": True, "off": False}[args.jit]
-    if jit is False and keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+def training_data(args):
+    """The hparams, the vocabulary (trained on first use) and the `tf.data`
+    training and dev batches of a run.
 
-        # Keras turns XLA off when op determinism is on; with XLA on, the
-        # seeds (initialisation, dropout, shuffling) make CPU runs repeat.
-        tf.config.experimental.enable_op_determinism()
+    Returns:
+        `(hparams, vocab, dataset, validation, validation_steps, train_pairs,
+        dev_pairs)`; `validation` is None without dev data.
+    """
     hparams = resolve_hparams(args, for_training=True)
     train_pairs = load_pairs(args, "train")
     if train_pairs is None:
@@ -301,6 +296,72 @@ def train(args):
         # Counted once, so that Keras knows where an evaluation pass ends.
         validation_steps = sum(1 for _ in validation)
         print(f"[data] dev batches: {dev_report}; {validation_steps} batches")
+    return hparams, vocab, dataset, validation, validation_steps, train_pairs, dev_pairs
+
+
+def recording_paths(args):
+    folder = os.path.join(args.output_dir, "recorded")
+    return os.path.join(folder, "train.npz"), os.path.join(folder, "dev.npz")
+
+
+def record(args):
+    """Writes the batches `train` would read (its first `--train_steps`
+    training batches and all dev batches) to DIR/recorded/, so that
+    `train --recorded` replays them on a machine without TensorFlow."""
+    hparams, vocab, dataset, validation, _, train_pairs, dev_pairs = training_data(args)
+    os.makedirs(os.path.dirname(recording_paths(args)[0]), exist_ok=True)
+
+    def tokenised(pairs):
+        return [(vocab.encode(s) + [EOS_ID], vocab.encode(t) + [EOS_ID]) for s, t in pairs]
+
+    train_path, dev_path = recording_paths(args)
+    start = time.time()
+    count = recorded_lib.save_recording(
+        train_path, tokenised(train_pairs), dataset.take(args.train_steps).as_numpy_iterator()
+    )
+    print(f"[record] {count} training batches -> {train_path} ({time.time() - start:.0f} s)")
+    if validation is not None:
+        count = recorded_lib.save_recording(
+            dev_path, tokenised(dev_pairs), validation.as_numpy_iterator()
+        )
+        print(f"[record] {count} dev batches -> {dev_path}")
+    return train_path
+
+
+def recorded_data(args):
+    """`training_data` from the files of `record`: no TensorFlow needed."""
+    train_path, dev_path = recording_paths(args)
+    if not os.path.exists(train_path):
+        raise FileNotFoundError(
+            f"No recorded batches in {train_path}: run `record` with the same flags first"
+        )
+    hparams = resolve_hparams(args, for_training=True)
+    vocab = load_or_train_vocab(args, None)
+    batches = recorded_lib.load_recording(train_path)
+    if len(batches) < args.train_steps:
+        raise ValueError(
+            f"--train_steps={args.train_steps} but {train_path} holds {len(batches)} "
+            "batches: record at least as many"
+        )
+    validation = recorded_lib.load_recording(dev_path) if os.path.exists(dev_path) else None
+    print(f"[data] replaying {len(batches)} recorded training batches from {train_path}")
+    return hparams, vocab, batches, validation
+
+
+def train(args):
+    keras.utils.set_random_seed(args.seed)
+    jit = {"auto": "auto", "on": True, "off": False}[args.jit]
+    if jit is False and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # Keras turns XLA off when op determinism is on; with XLA on, the
+        # seeds (initialisation, dropout, shuffling) make CPU runs repeat.
+        tf.config.experimental.enable_op_determinism()
+    if args.recorded:
+        hparams, vocab, batches, validation = recorded_data(args)
+        validation_steps = None if validation is None else len(validation)
+    else:
+        hparams, vocab, dataset, validation, validation_steps, _, _ = training_data(args)
 
     model = build_model(hparams, vocab, seed=args.seed)
     schedule = WarmupRsqrtDecay(
@@ -320,18 +381,27 @@ def train(args):
         jit_compile=jit,
     )
     print(f"[model] {model.count_params():,} parameters")
-    os.makedirs(checkpoint_dir(args), exist_ok=True)
     epochs = -(-args.train_steps // args.steps_per_checkpoint)
+    # A killed run resumes from its newest checkpoint (weights, optimizer
+    # state and dropout seeds, written atomically); a finished one trains no further unless
+    # --train_steps grew. Keep --steps_per_checkpoint when resuming: the
+    # checkpoint names count epochs of that many steps.
+    initial_epoch = restore_latest(model, checkpoint_dir(args))
+    if initial_epoch:
+        print(f"[train] resuming after epoch {initial_epoch} "
+              f"(step {int(keras.ops.convert_to_numpy(model.optimizer.iterations))})")
+    # The batches of the epochs done are passed over, so that a resumed run
+    # reads the data in the order of an uninterrupted one.
+    done = initial_epoch * args.steps_per_checkpoint
+    if args.recorded and keras.backend.backend() == "tensorflow":
+        dataset = batches.to_tf_dataset(start=done)
+        validation = None if validation is None else validation.to_tf_dataset()
+    elif args.recorded:
+        dataset = batches.iterate(start=done)
+    else:
+        dataset = dataset.skip(done)
     callbacks = [
-        # Restores weights, optimizer state and the epoch counter after a
-        # kill; a run that finished is not restarted (the backup is removed
-        # at the end of training, the last checkpoint stays).
-        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
-        keras.callbacks.ModelCheckpoint(
-            os.path.join(checkpoint_dir(args), "ckpt-{epoch:04d}.weights.h5"),
-            save_weights_only=True,
-        ),
-        PruneCheckpoints(args),
+        EpochCheckpoints(checkpoint_dir(args), keep=args.keep_checkpoints),
         keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")),
         keras.callbacks.TerminateOnNaN(),
     ]
@@ -340,6 +410,7 @@ def train(args):
         dataset,
         steps_per_epoch=args.steps_per_checkpoint,
         epochs=epochs,
+        initial_epoch=initial_epoch,
         validation_data=validation,
         validation_steps=validation_steps,
         shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
@@ -516,6 +587,7 @@ def main(argv=None):
         "decode": decode,
         "average": average,
         "export": export,
+        "record": record,
     }[args.command](args)
 
 

@@ -7,6 +7,10 @@ Modules:
         tensor2tensor ids (0 padding, 1 EOS, 2 UNK).
     batching: the bucketed `tf.data` pipeline of `((source, decoder_inputs),
         targets)` batches.
+    recorded: those batches recorded once and replayed with NumPy alone.
+
+TensorFlow is imported on first use of an in-graph function, so the rest
+works on machines without it.
 """
 
 from keras_structattn.data.batching import bucket_batch_sizes

@@ -7,8 +7,7 @@ boundary keeps the number of distinct batch shapes small, which matters
 under XLA (one compiled program per shape).
 """
 
-import tensorflow as tf
-
+from keras_structattn.data._tensorflow import tf
 from keras_structattn.data.parallel_text import FilterReport
 from keras_structattn.data.parallel_text import _check_pair
 from keras_structattn.data.vocab import EOS_ID

@@ -17,8 +17,8 @@ import json
 import os
 
 import sentencepiece as spm
-import tensorflow as tf
 
+from keras_structattn.data._tensorflow import tf
 from keras_structattn.ops import _checks
 
 PAD_ID = 0
@@ -275,11 +275,12 @@ class SubwordVocab:
 
     def _tf_tokenizer(self):
         if self._tokenizer is None:
-            import tensorflow_text
-
             # Built eagerly even when first called inside a `tf.function` or
-            # `Dataset.map`, so one tokenizer serves every graph.
+            # `Dataset.map`, so one tokenizer serves every graph. (`tf` first:
+            # without TensorFlow, its error is the one that explains.)
             with tf.init_scope():
+                import tensorflow_text
+
                 self._tokenizer = tensorflow_text.SentencepieceTokenizer(
                     model=self._proto, out_type=tf.int32
                 )

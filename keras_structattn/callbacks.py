@@ -1,0 +1,160 @@
+"""Checkpoints that survive a kill at any moment, and resuming from them.
+
+A Keras weights file (`model.save_weights`) of a compiled model holds the
+weights *and* the optimizer state (its step counter included), so the newest
+checkpoint of a run is all that is needed to resume it. `keras.callbacks.
+BackupAndRestore` keeps a separate backup and writes it in place: a kill
+while it writes leaves a truncated HDF5 file that the next run cannot open
+(we hit this in CI). Here every file is written under a temporary name and
+renamed into place, which POSIX makes atomic, so a checkpoint on disk is
+always complete; the epoch it ends is in its name. Checkpoints also hold the
+states of the model's `SeedGenerator`s (dropout), which `save_weights`
+leaves out: with them, and the data read on from where it stopped, a resumed
+run repeats an uninterrupted one exactly where the backend is deterministic.
+
+    restored = restore_latest(model, "run/checkpoints")   # 0 on a fresh run
+    model.fit(..., initial_epoch=restored,
+              callbacks=[EpochCheckpoints("run/checkpoints", keep=5)])
+"""
+
+import glob
+import os
+import re
+import warnings
+
+import h5py
+import keras
+import numpy as np
+
+CHECKPOINT_PATTERN = "ckpt-{epoch:04d}.weights.h5"
+_CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)\.weights\.h5$")
+# Ends with `.weights.h5`, which `save_weights` requires, but does not match
+# the checkpoint glob, so a half-written file is never listed.
+_PARTIAL_NAME = ".partial.weights.h5"
+_SEED_GROUP = "seed_generator_states"
+
+
+def _seed_states(model):
+    """The model's SeedGenerator state variables, in a fixed order.
+
+    `model.variables` is `model.weights` plus these states (metric variables
+    are in neither).
+    """
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
+
+
+def save_weights_atomically(model, path):
+    """Writes `model.save_weights(path)` so that `path` is never partial.
+
+    Args:
+        model: a Keras model.
+        path: the destination, ending in `.weights.h5`.
+    """
+    if not path.endswith(".weights.h5"):
+        raise ValueError(f"`path` must end in '.weights.h5'; received: path={path!r}")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    partial = os.path.join(directory, _PARTIAL_NAME)
+    model.save_weights(partial, overwrite=True)
+    with h5py.File(partial, "a") as f:
+        group = f.create_group(_SEED_GROUP)
+        for i, state in enumerate(_seed_states(model)):
+            group[str(i)] = keras.ops.convert_to_numpy(state)
+    # Flushed to disk before the rename, so that a crash of the machine (not
+    # only of the process) cannot leave a renamed file with missing blocks.
+    with open(partial, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+
+
+def list_checkpoints(directory):
+    """The checkpoints in `directory`, oldest first.
+
+    Args:
+        directory: a folder written by `EpochCheckpoints`.
+
+    Returns:
+        A list of `(epoch, path)` pairs sorted by epoch.
+    """
+    found = []
+    for path in glob.glob(os.path.join(directory, "ckpt-*.weights.h5")):
+        match = _CHECKPOINT_NAME.search(os.path.basename(path))
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def restore_latest(model, directory):
+    """Loads the newest readable checkpoint of `directory` into `model`.
+
+    The model must be built and compiled; its optimizer state (step counter
+    included) is restored with the weights. A checkpoint that cannot be read
+    (e.g. one written in place by another tool and cut off by a kill) is
+    skipped with a warning and the one before it is tried.
+
+    Args:
+        model: a built, compiled Keras model.
+        directory: a folder written by `EpochCheckpoints`.
+
+    Returns:
+        The epoch that checkpoint ends, to pass to `fit(initial_epoch=...)`;
+        0 when there is none.
+    """
+    if not model.built:
+        raise ValueError("`model` must be built before a checkpoint is restored into it")
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:
+        # The saved optimizer variables need somewhere to load into.
+        optimizer.build(model.trainable_variables)
+    for epoch, path in reversed(list_checkpoints(directory)):
+        try:
+            model.load_weights(path)
+        except (OSError, ValueError) as error:
+            warnings.warn(f"Skipping unreadable checkpoint {path}: {error}", stacklevel=2)
+            continue
+        _load_seed_states(model, path)
+        return epoch
+    return 0
+
+
+def _load_seed_states(model, path):
+    states = _seed_states(model)
+    with h5py.File(path, "r") as f:
+        if _SEED_GROUP not in f:
+            return  # written by plain `save_weights`: dropout streams restart
+        group = f[_SEED_GROUP]
+        if len(group) != len(states):
+            raise ValueError(
+                f"{path} holds {len(group)} seed generator states; the model has {len(states)}"
+            )
+        for i, state in enumerate(states):
+            state.assign(np.asarray(group[str(i)]))
+
+
+class EpochCheckpoints(keras.callbacks.Callback):
+    """Saves the training state at the end of every epoch; keeps the newest.
+
+    Files are named `ckpt-{epoch:04d}.weights.h5` (epochs counted from 1) and
+    written atomically (`save_weights_atomically`), so a run killed at any
+    moment resumes with `restore_latest`.
+
+    Args:
+        directory: the folder of the checkpoints.
+        keep: how many of the newest checkpoints to keep (older ones are
+            deleted after each save); `None` keeps all.
+    """
+
+    def __init__(self, directory, keep=5):
+        super().__init__()
+        if keep is not None and (not isinstance(keep, int) or keep < 1):
+            raise ValueError(f"`keep` must be a positive int or None; received: keep={keep!r}")
+        self.directory = directory
+        self.keep = keep
+
+    def on_epoch_end(self, epoch, logs=None):
+        path = os.path.join(self.directory, CHECKPOINT_PATTERN.format(epoch=epoch + 1))
+        save_weights_atomically(self.model, path)
+        if self.keep is not None:
+            for _, old in list_checkpoints(self.directory)[: -self.keep]:
+                os.remove(old)
