@@ -312,7 +312,13 @@ def record(args):
     os.makedirs(os.path.dirname(recording_paths(args)[0]), exist_ok=True)
 
     def tokenised(pairs):
-        return [(vocab.encode(s) + [EOS_ID], vocab.encode(t) + [EOS_ID]) for s, t in pairs]
+        # With the pipeline's own (in-graph) tokenizer: TF-text's SentencePiece
+        # breaks rare ties differently from the Python one ("10,000" in 3 of
+        # Multi30k's 58,000 sentences), and the recording must match the
+        # batches exactly.
+        sides = [vocab.tf_encode(np.array([pair[k] for pair in pairs], dtype=object)).to_list()
+                 for k in (0, 1)]
+        return [(s + [EOS_ID], t + [EOS_ID]) for s, t in zip(*sides)]
 
     train_path, dev_path = recording_paths(args)
     start = time.time()
@@ -337,6 +343,8 @@ def recorded_data(args):
         )
     hparams = resolve_hparams(args, for_training=True)
     vocab = load_or_train_vocab(args, None)
+    hparams.save(os.path.join(args.output_dir, "hparams.json"))  # this run's, not record's
+    print(f"[hparams] {args.hparams_set or 'default'}: {hparams}")
     batches = recorded_lib.load_recording(train_path)
     if len(batches) < args.train_steps:
         raise ValueError(
@@ -402,9 +410,16 @@ def train(args):
         dataset = dataset.skip(done)
     callbacks = [
         EpochCheckpoints(checkpoint_dir(args), keep=args.keep_checkpoints),
-        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")),
+        # The metrics of every epoch, also where TensorBoard is not available.
+        keras.callbacks.CSVLogger(os.path.join(args.output_dir, "history.csv"), append=True),
         keras.callbacks.TerminateOnNaN(),
     ]
+    try:
+        import tensorflow  # noqa: F401  (Keras' TensorBoard callback writes with it)
+    except ImportError:
+        print("[train] no TensorFlow: no TensorBoard logs (history.csv has the metrics)")
+    else:
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")))
     start = time.time()
     history = model.fit(
         dataset,
