@@ -1,0 +1,271 @@
+"""Multi-head attention restricted, head by head, to the edges of a relation graph.
+
+Seed 000 (Kant et al., SA-M4C): each head attends only along a subset of the
+spatial relations between boxes (one head per relation, plus neighbouring
+directions), so heads look at local context instead of learning redundant
+global features. The graph arrives as one int label per (query, key) pair;
+see `keras_structattn.ops.relation_tables` for the labels and the tables.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.ops import _checks
+from keras_structattn.ops import relation_tables as rt
+
+# Finite, so that a row without any allowed key gives exp(0)/n rather than
+# 0/0 before its weights are zeroed; float32 holds it.
+_MASKED_LOGIT = -1e30
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
+    """Multi-head attention in which each head follows its own relations.
+
+    A drop-in for `keras.layers.MultiHeadAttention` with one more call
+    input, `relations`: an int tensor `[B, T, S]` of relation labels (0..12
+    spatial relations, `IMPLICIT` = 13 for edges every head may use,
+    `BLOCKED` = 14 for edges none may use). Head h attends from query i to
+    key j only where `relations[i, j]` is one of its labels *and* the usual
+    masks (`attention_mask`, Keras masks, `use_causal_mask`) allow it. A
+    query row with no allowed key outputs zeros (the paper's footnote 5),
+    never NaN; logits, the softmax and the relation bias are float32 under
+    mixed precision. Per-head masks are built inside the layer from the
+    labels, so no float mask per head is ever an input.
+
+    Args:
+        num_heads: number of attention heads.
+        key_dim: size of each head for query and key.
+        head_relations: the spatial labels (0..12) each head may use, a list
+            of `num_heads` lists. Default: the SA-M4C assignment for 12 heads
+            (`relation_tables.context_head_relations(context_size)`).
+        context_size: odd int; with the default table, the number of
+            neighbouring directions a direction head also accepts (3 in the
+            paper). Ignored when `head_relations` is given.
+        graph_masking: if False, heads are not restricted by spatial labels
+            (`BLOCKED` still blocks): with `relation_bias=True` this is the
+            ReGAT-style baseline, a learned relation bias without masking.
+        relation_bias: add a learned `beta[head, label]` (zeros at first) to
+            the allowed logits, the paper's Eq. 5.
+        top_k: if set, each query row keeps only its `top_k` largest allowed
+            logits (Explicit Sparse Transformer baseline, k = 9 in the
+            paper); ties with the k-th logit are kept.
+        **kwargs: the other arguments of `keras.layers.MultiHeadAttention`
+            (`value_dim`, `dropout`, `use_bias`, `output_shape`, initializers,
+            regularizers, constraints, `seed`, ...). `attention_axes` must be
+            None: attention runs over axis 1 of `[B, T, dim]` inputs.
+
+    Call arguments:
+        query, value, key, query_mask, value_mask, key_mask, attention_mask,
+        return_attention_scores, training, use_causal_mask: as in
+            `keras.layers.MultiHeadAttention` (boolean masks, True = may
+            attend).
+        relations: int labels `[B, T, S]`, or None for a graph that joins
+            every pair with an `IMPLICIT` edge (then the layer is ordinary
+            multi-head attention, apart from zero rows and `top_k`).
+
+    Returns:
+        `[B, T, output_dim]`, and with `return_attention_scores=True` also
+        the attention weights `[B, num_heads, T, S]` (float32).
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        head_relations=None,
+        context_size=3,
+        graph_masking=True,
+        relation_bias=False,
+        top_k=None,
+        **kwargs,
+    ):
+        if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
+            raise ValueError(
+                "Argument `attention_axes` must be None (attention over axis 1 of "
+                f"[B, T, dim] inputs). Received: attention_axes={kwargs['attention_axes']!r}"
+            )
+        if kwargs.get("flash_attention"):
+            raise ValueError(
+                "Argument `flash_attention` must be False or None: relation masks "
+                "need the explicit attention weights."
+            )
+        super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
+        if head_relations is None:
+            if num_heads != 12:
+                raise ValueError(
+                    "The default `head_relations` (one head per spatial relation) needs "
+                    f"num_heads=12. Received: num_heads={num_heads}; pass "
+                    "`head_relations`, a list of label lists, one per head."
+                )
+            head_relations = rt.context_head_relations(context_size)
+        table = rt.table_from_sets(head_relations)
+        if len(table) != num_heads:
+            raise ValueError(
+                "Argument `head_relations` must have one entry per head "
+                f"(num_heads={num_heads}). Received {len(table)} entries."
+            )
+        if not isinstance(graph_masking, bool) or not isinstance(relation_bias, bool):
+            raise ValueError(
+                "Arguments `graph_masking` and `relation_bias` must be True or False. "
+                f"Received: graph_masking={graph_masking!r}, relation_bias={relation_bias!r}"
+            )
+        if top_k is not None:
+            _checks.positive_int("top_k", top_k)
+        self._head_relations = rt.sets_from_table(table)
+        self._context_size = context_size
+        self._graph_masking = graph_masking
+        self._use_relation_bias = relation_bias
+        self._top_k = top_k
+        if not graph_masking:
+            table[:, : rt.NUM_SPATIAL_LABELS] = True
+        # [NUM_LABELS, num_heads]: gathered by label, heads last.
+        self._label_table = np.ascontiguousarray(table.T)
+
+    @property
+    def head_relations(self):
+        return [list(labels) for labels in self._head_relations]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            head_relations=self.head_relations,
+            context_size=self._context_size,
+            graph_masking=self._graph_masking,
+            relation_bias=self._use_relation_bias,
+            top_k=self._top_k,
+        )
+        return config
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        if len(query_shape) != 3 or len(value_shape) != 3:
+            raise ValueError(
+                "GraphMultiHeadAttention takes [B, T, dim] query and value. Received: "
+                f"query_shape={tuple(query_shape)}, value_shape={tuple(value_shape)}"
+            )
+        super().build(query_shape, value_shape, key_shape)
+        if self._use_relation_bias:
+            # Float32 under mixed precision (the variable dtype), like the logits.
+            self.relation_bias = self.add_weight(
+                name="relation_bias",
+                shape=(self.num_heads, rt.NUM_LABELS),
+                initializer="zeros",
+            )
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        relations=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        output_shape = self.compute_output_shape(
+            query.shape, value.shape, None if key is None else key.shape
+        )
+        output = keras.KerasTensor(output_shape, dtype=self.compute_dtype)
+        if return_attention_scores:
+            weights_shape = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
+            return output, keras.KerasTensor(weights_shape, dtype="float32")
+        return output
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        relations=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        if key is None:
+            key = value
+        if relations is not None:
+            _checks.rank("relations", relations, 3)
+            for axis, (got, want) in enumerate(
+                zip(relations.shape[1:], (query.shape[1], value.shape[1]))
+            ):
+                if got is not None and want is not None and got != want:
+                    raise ValueError(
+                        "Argument `relations` must be [B, T, S] for T queries and S keys. "
+                        f"Received: relations.shape={tuple(relations.shape)}, "
+                        f"query.shape={tuple(query.shape)}, value.shape={tuple(value.shape)}"
+                    )
+        # `Layer.__call__` has filled the masks from the inputs' Keras masks.
+        for tensor in (query, value, key):
+            set_keras_mask(tensor, None)
+        attention_mask = self._compute_attention_mask(
+            query,
+            value,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+        )
+        if self._use_gate:
+            gate = self._gate_dense(query)
+        output, weights = self._graph_attention(
+            self._query_dense(query),
+            self._key_dense(key),
+            self._value_dense(value),
+            relations,
+            attention_mask,
+            training,
+        )
+        if self._use_gate:
+            output = ops.multiply(output, gate)
+        output = self._output_dense(output)
+        if query_mask is not None:
+            set_keras_mask(output, query_mask)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def _graph_attention(self, query, key, value, relations, attention_mask, training):
+        """Masked attention over projected `[B, T, N, d]` inputs.
+
+        Returns `(output [B, T, N, dv], weights [B, N, T, S] float32)`.
+        """
+        query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+        logits = ops.cast(ops.einsum(self._dot_product_equation, key, query), "float32")
+        allowed = None
+        if relations is not None:
+            labels = ops.cast(relations, "int32")
+            # [B, T, S, N] by label lookup, then heads second as in the logits.
+            table = ops.convert_to_tensor(self._label_table)
+            allowed = ops.transpose(ops.take(table, labels, axis=0), (0, 3, 1, 2))
+            if self._use_relation_bias:
+                beta = ops.transpose(ops.cast(self.relation_bias, "float32"))
+                logits = logits + ops.transpose(ops.take(beta, labels, axis=0), (0, 3, 1, 2))
+        if attention_mask is not None:
+            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
+            allowed = mask if allowed is None else ops.logical_and(allowed, mask)
+        if self._top_k is not None:
+            k = self._top_k if logits.shape[-1] is None else min(self._top_k, logits.shape[-1])
+            candidates = logits if allowed is None else ops.where(allowed, logits, _MASKED_LOGIT)
+            kth = ops.top_k(candidates, k)[0][..., k - 1 : k]
+            above = ops.greater_equal(logits, kth)
+            allowed = above if allowed is None else ops.logical_and(allowed, above)
+        if allowed is None:
+            weights = ops.softmax(logits, axis=-1)
+        else:
+            weights = ops.softmax(ops.where(allowed, logits, _MASKED_LOGIT), axis=-1)
+            # A row with no allowed key: uniform above, zeros here.
+            weights = ops.where(allowed, weights, 0.0)
+        dropped = self._dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
+        output = ops.einsum(self._combine_equation, dropped, value)
+        return output, weights

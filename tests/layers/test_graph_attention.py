@@ -1,0 +1,389 @@
+"""Tests of `keras_structattn.layers.GraphMultiHeadAttention` (SA-M4C, seed 000).
+
+The layer is checked against a NumPy reference written here with explicit
+loops over batch, head, query and key, straight from
+/work/shared/specs/spatial_graph.md sections 3-5: projections with the
+layer's own kernels, logits scaled by key_dim**-0.5, head h may use the edge
+(i, j) iff its label is in the head's subset (13 = every head, 14 = none)
+and the masks allow it, optional beta[h, label] on the logits, optional
+top-k per row, softmax over the allowed keys, zero weights for rows without
+any, output projection. Plus the head tables of the spec, MHA equivalence,
+Keras conventions (config and `.keras` round trips, symbolic shapes, `fit`
+under XLA, mixed precision, dropout seeds) and argument validation.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+from keras import ops
+
+from keras_structattn.layers import GraphMultiHeadAttention
+from keras_structattn.ops import relation_tables as rt
+
+DIM = 8
+
+
+def to_np(x):
+    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
+
+
+def weights_by_name(layer):
+    return {w.path.split("/", 1)[1]: to_np(w) for w in layer.weights}
+
+
+def randomize(layer, seed):
+    rng = np.random.default_rng(seed)
+    layer.set_weights([rng.normal(scale=0.5, size=w.shape).astype("float32")
+                       for w in layer.get_weights()])
+
+
+def reference(layer, query, value, relations, mask=None):
+    """The layer by loops. `mask` is a boolean [B, T, S] (True = may attend).
+
+    Returns (output [B, T, dim_out], weights [B, N, T, S])."""
+    w = weights_by_name(layer)
+    heads = layer.head_relations
+    num_heads, key_dim = layer.num_heads, layer.key_dim
+    B, T, _ = query.shape
+    S = value.shape[1]
+    q = np.einsum("btd,dnk->btnk", query, w["query/kernel"]) + w["query/bias"]
+    k = np.einsum("bsd,dnk->bsnk", value, w["key/kernel"]) + w["key/bias"]
+    v = np.einsum("bsd,dnk->bsnk", value, w["value/kernel"]) + w["value/bias"]
+    beta = w.get("relation_bias")
+    weights = np.zeros((B, num_heads, T, S))
+    context = np.zeros((B, T, num_heads, v.shape[-1]))
+    for b in range(B):
+        for h in range(num_heads):
+            for i in range(T):
+                logits, allowed = [], []
+                for j in range(S):
+                    label = int(relations[b, i, j]) if relations is not None else rt.IMPLICIT
+                    if label == rt.IMPLICIT:
+                        ok = True
+                    elif label == rt.BLOCKED:
+                        ok = False
+                    else:
+                        ok = (label in heads[h]) or not layer._graph_masking
+                    if mask is not None and not mask[b, i, j]:
+                        ok = False
+                    logit = float(np.dot(q[b, i, h], k[b, j, h])) / math.sqrt(key_dim)
+                    if beta is not None:
+                        logit += beta[h, label]
+                    logits.append(logit)
+                    allowed.append(ok)
+                if layer._top_k is not None:
+                    kept = sorted((l for l, ok in zip(logits, allowed) if ok), reverse=True)
+                    if len(kept) > layer._top_k:
+                        kth = kept[layer._top_k - 1]
+                        allowed = [ok and l >= kth for l, ok in zip(logits, allowed)]
+                if not any(allowed):
+                    continue  # zero weights, zero context
+                top = max(l for l, ok in zip(logits, allowed) if ok)
+                exps = [math.exp(l - top) if ok else 0.0 for l, ok in zip(logits, allowed)]
+                total = sum(exps)
+                for j in range(S):
+                    weights[b, h, i, j] = exps[j] / total
+                    context[b, i, h] += weights[b, h, i, j] * v[b, j, h]
+    out = np.einsum("btnk,nkd->btd", context, w["attention_output/kernel"])
+    return out + w["attention_output/bias"], weights
+
+
+def random_case(seed, B=2, T=5, S=6, blocked=0.15, implicit=0.1):
+    rng = np.random.default_rng(seed)
+    query = rng.normal(size=(B, T, DIM)).astype("float32")
+    value = rng.normal(size=(B, S, DIM)).astype("float32")
+    relations = rng.integers(0, 13, size=(B, T, S))
+    draw = rng.random((B, T, S))
+    relations[draw < blocked] = rt.BLOCKED
+    relations[(draw >= blocked) & (draw < blocked + implicit)] = rt.IMPLICIT
+    return query, value, relations.astype("int32")
+
+
+TABLE_CASES = {
+    "c1": dict(num_heads=12),
+    "c3": dict(num_heads=12, context_size=3),
+    "c5_bias": dict(num_heads=12, context_size=5, relation_bias=True),
+    "explicit": dict(num_heads=3, head_relations=[[0, 4, 12], [1, 2, 3], [5, 6, 7, 8]]),
+    "top_k": dict(num_heads=12, top_k=2),
+    "regat": dict(num_heads=12, graph_masking=False, relation_bias=True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TABLE_CASES))
+def test_matches_loop_reference(case):
+    options = dict(TABLE_CASES[case])
+    if case == "c1":
+        options["context_size"] = 1
+    layer = GraphMultiHeadAttention(key_dim=3, **options)
+    query, value, relations = random_case(1)
+    layer(query, value, relations=relations)
+    randomize(layer, 2)
+    out, weights = layer(query, value, relations=relations, return_attention_scores=True)
+    expected_out, expected_weights = reference(layer, query, value, relations)
+    np.testing.assert_allclose(to_np(weights), expected_weights, atol=2e-6)
+    np.testing.assert_allclose(to_np(out), expected_out, rtol=1e-5, atol=1e-5)
+    # Not vacuous: some rows attend, and the heads differ.
+    assert expected_weights.sum() > 1
+    if layer.num_heads > 1 and layer._graph_masking:
+        assert not np.allclose(expected_weights[:, 0], expected_weights[:, 1])
+
+
+def test_masks_combine_with_relations():
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=3)
+    query, value, relations = random_case(3, T=6, S=6)
+    rng = np.random.default_rng(4)
+    attention_mask = rng.random((2, 6, 6)) < 0.7
+    value_mask = np.ones((2, 6), bool)
+    value_mask[1, 4:] = False
+    layer(query, value, relations=relations)
+    randomize(layer, 5)
+    out = layer(query, value, relations=relations, attention_mask=attention_mask,
+                value_mask=value_mask, use_causal_mask=True)
+    mask = attention_mask & value_mask[:, None, :] & np.tril(np.ones((6, 6), bool))[None]
+    np.testing.assert_allclose(to_np(out), reference(layer, query, value, relations, mask)[0],
+                               rtol=1e-5, atol=1e-5)
+
+
+@settings(deadline=None, max_examples=15)
+@given(seed=st.integers(0, 10_000), top_k=st.one_of(st.none(), st.integers(1, 7)))
+def test_weights_are_a_distribution_over_allowed_keys(seed, top_k):
+    """Property: weights are >= 0, zero off the allowed edges, and each row
+    sums to 1 or (no allowed key) to 0; never NaN."""
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2, top_k=top_k)
+    query, value, relations = random_case(seed, blocked=0.4)
+    _, weights = layer(query, value, relations=relations, return_attention_scores=True)
+    weights = to_np(weights)
+    table = rt.table_from_sets(layer.head_relations)
+    allowed = np.transpose(table[:, relations], (1, 0, 2, 3))  # [B, N, T, S]
+    assert np.isfinite(weights).all() and (weights >= 0).all()
+    assert (weights[~allowed] == 0).all()
+    sums = weights.sum(-1)
+    has_edge = allowed.any(-1)
+    np.testing.assert_allclose(sums[has_edge], 1.0, atol=1e-5)
+    assert (sums[~has_edge] == 0).all()
+    if top_k is not None:
+        # Ties aside (none with random floats), at most k keys per row.
+        assert ((weights > 0).sum(-1) <= top_k).all()
+
+
+# ------------------------------------------------------------- head tables
+
+
+def test_head_tables_of_the_spec():
+    """Spec section 3, written out by hand: head h owns label h + 1; the
+    direction heads (labels 4..11) add neighbours on each side, wrapping."""
+    assert rt.context_head_relations(1) == [[l] for l in range(1, 13)]
+    c3 = rt.context_head_relations(3)
+    assert c3[:3] == [[1], [2], [3]] and c3[11] == [12]
+    assert c3[3] == [4, 5, 11]  # label 4: 11 (wrapped) and 5
+    assert c3[4] == [4, 5, 6]
+    assert c3[10] == [4, 10, 11]  # label 11: 10 and 4 (wrapped)
+    c5 = rt.context_head_relations(5)
+    assert c5[3] == [4, 5, 6, 10, 11]
+    assert c5[7] == [6, 7, 8, 9, 10]  # label 8
+    assert c5[10] == [4, 5, 9, 10, 11]
+    assert rt.context_head_relations(9)[5] == list(range(4, 12))
+    table = rt.table_from_sets(c3)
+    assert table[:, rt.IMPLICIT].all() and not table[:, rt.BLOCKED].any()
+    assert rt.sets_from_table(table) == c3
+
+
+def test_everything_allowed_equals_keras_mha():
+    """A table in which every head accepts every label, on a fully connected
+    graph (random labels 0..12), is Keras MHA with the same weights, masks
+    included (rows with an allowed key)."""
+    query, value, relations = random_case(6, blocked=0, implicit=0)
+    layer = GraphMultiHeadAttention(num_heads=2, key_dim=4, head_relations=rt.all_relations(2))
+    mha = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    layer(query, value, relations=relations)
+    mha(query, value)
+    randomize(layer, 7)
+    mha.set_weights(layer.get_weights())
+    np.testing.assert_allclose(to_np(layer(query, value, relations=relations)),
+                               to_np(mha(query, value)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_np(layer(query, value)), to_np(mha(query, value)),
+                               rtol=1e-5, atol=1e-5)
+    mask = np.random.default_rng(8).random((2, 5, 6)) < 0.6
+    mask[..., 0] = True
+    np.testing.assert_allclose(to_np(layer(query, value, relations=relations, attention_mask=mask)),
+                               to_np(mha(query, value, attention_mask=mask)), rtol=1e-5, atol=1e-5)
+
+
+def test_blocked_rows_give_the_output_bias_only():
+    """Footnote 5: a row with no allowed key has zero weights, so the layer
+    outputs the output projection's bias alone; no NaN, also in gradients."""
+    query, value, relations = random_case(9)
+    relations[0, 1] = rt.BLOCKED
+    relations[1, 3] = 0  # label 0, which no default head accepts
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2)
+    layer(query, value, relations=relations)
+    randomize(layer, 10)
+    out = to_np(layer(query, value, relations=relations))
+    bias = weights_by_name(layer)["attention_output/bias"]
+    np.testing.assert_allclose(out[0, 1], bias, atol=1e-6)
+    np.testing.assert_allclose(out[1, 3], bias, atol=1e-6)
+    assert np.abs(out[0, 0] - bias).max() > 1e-3
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.constant(query)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x, value, relations=relations) ** 2)
+        grads = tape.gradient(loss, [x] + layer.trainable_variables)
+    else:
+        import jax
+
+        def loss(x):
+            return ops.sum(layer(x, value, relations=relations) ** 2)
+
+        grads = [jax.grad(loss)(query)]
+    assert all(np.isfinite(to_np(g)).all() for g in grads)
+
+
+def test_gradient_matches_finite_differences():
+    query, value, relations = random_case(11, B=1, T=3, S=4)
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2, relation_bias=True)
+    layer(query, value, relations=relations)
+    randomize(layer, 12)
+    direction = np.random.default_rng(13).normal(size=query.shape)
+
+    def f(x):
+        return float(to_np(ops.sum(layer(x.astype("float32"), value, relations=relations) ** 2)))
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.constant(query)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x, value, relations=relations) ** 2)
+        grad = to_np(tape.gradient(loss, x))
+    else:
+        import jax
+
+        grad = to_np(jax.grad(lambda x: ops.sum(layer(x, value, relations=relations) ** 2))(query))
+    eps = 1e-2
+    numeric = (f(query + eps * direction) - f(query - eps * direction)) / (2 * eps)
+    np.testing.assert_allclose((grad * direction).sum(), numeric, rtol=2e-2, atol=2e-3)
+
+
+# ------------------------------------------------------- Keras conventions
+
+
+def test_config_and_keras_file_round_trip(tmp_path):
+    inputs = keras.Input((5, DIM))
+    memory = keras.Input((6, DIM))
+    relations = keras.Input((5, 6), dtype="int32")
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2, context_size=5, relation_bias=True,
+                                    top_k=3, dropout=0.1, seed=3)
+    outputs = layer(inputs, memory, relations=relations)
+    assert outputs.shape == (None, 5, DIM)
+    model = keras.Model([inputs, memory, relations], outputs)
+    randomize(layer, 14)
+    query, value, labels = random_case(15)
+    expected = to_np(model([query, value, labels]))
+    path = tmp_path / "graph.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    np.testing.assert_allclose(to_np(loaded([query, value, labels])), expected, atol=1e-6)
+    config = layer.get_config()
+    clone = GraphMultiHeadAttention.from_config(config)
+    assert clone.get_config() == config
+    assert config["head_relations"] == rt.context_head_relations(5)
+
+
+def test_symbolic_scores_shape():
+    inputs = keras.Input((5, DIM))
+    memory = keras.Input((7, DIM))
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2)
+    out, scores = layer(inputs, memory, relations=keras.Input((5, 7), dtype="int32"),
+                        return_attention_scores=True)
+    assert out.shape == (None, 5, DIM) and scores.shape == (None, 12, 5, 7)
+    assert layer.compute_output_shape((2, 5, DIM), (2, 7, DIM)) == (2, 5, DIM)
+
+
+def test_fit_with_xla():
+    inputs = keras.Input((5, DIM))
+    relations = keras.Input((5, 5), dtype="int32")
+    x = GraphMultiHeadAttention(num_heads=12, key_dim=2, relation_bias=True, top_k=4)(
+        inputs, inputs, relations=relations)
+    model = keras.Model([inputs, relations], keras.layers.Dense(1)(x))
+    model.compile("adam", "mse", jit_compile=True)
+    rng = np.random.default_rng(16)
+    x_data = rng.normal(size=(16, 5, DIM)).astype("float32")
+    labels = rng.integers(0, 15, size=(16, 5, 5)).astype("int32")
+    history = model.fit([x_data, labels], rng.normal(size=(16, 5, 1)), epochs=3, verbose=0)
+    losses = history.history["loss"]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_mixed_precision():
+    query, value, relations = random_case(17)
+    relations[0, 0] = rt.BLOCKED
+    layer32 = GraphMultiHeadAttention(num_heads=12, key_dim=4, relation_bias=True)
+    layer16 = GraphMultiHeadAttention(num_heads=12, key_dim=4, relation_bias=True,
+                                      dtype="mixed_float16")
+    layer32(query, value, relations=relations)
+    layer16(query, value, relations=relations)
+    randomize(layer32, 18)
+    layer16.set_weights(layer32.get_weights())
+    out16, weights16 = layer16(query, value, relations=relations, return_attention_scores=True)
+    assert keras.backend.standardize_dtype(out16.dtype) == "float16"
+    assert keras.backend.standardize_dtype(weights16.dtype) == "float32"
+    assert keras.backend.standardize_dtype(layer16.relation_bias.dtype) == "float32"
+    assert np.isfinite(to_np(out16)).all()
+    np.testing.assert_allclose(to_np(out16), to_np(layer32(query, value, relations=relations)),
+                               atol=3e-2, rtol=3e-2)
+
+
+def test_dropout_is_seeded_and_only_in_training():
+    query, value, relations = random_case(19)
+    make = lambda: GraphMultiHeadAttention(num_heads=12, key_dim=2, dropout=0.5, seed=4)  # noqa: E731
+    a, b = make(), make()
+    a(query, value, relations=relations)
+    b(query, value, relations=relations)
+    b.set_weights(a.get_weights())
+    train_a = to_np(a(query, value, relations=relations, training=True))
+    train_b = to_np(b(query, value, relations=relations, training=True))
+    np.testing.assert_allclose(train_a, train_b)
+    infer = to_np(a(query, value, relations=relations))
+    assert np.abs(train_a - infer).max() > 1e-4
+    np.testing.assert_allclose(infer, to_np(a(query, value, relations=relations)))
+
+
+# ------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(num_heads=8), "num_heads=12"),
+        (dict(num_heads=12, context_size=2), "context_size"),
+        (dict(num_heads=12, context_size=0), "context_size"),
+        (dict(num_heads=2, head_relations=[[1], [13]]), r"head_relations\[1\]"),
+        (dict(num_heads=2, head_relations=[[1], [2], [3]]), "one entry per head"),
+        (dict(num_heads=2, head_relations="all"), "head_relations"),
+        (dict(num_heads=12, top_k=0), "top_k"),
+        (dict(num_heads=12, graph_masking="yes"), "graph_masking"),
+        (dict(num_heads=12, attention_axes=(1, 2)), "attention_axes"),
+        (dict(num_heads=12, flash_attention=True), "flash_attention"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GraphMultiHeadAttention(key_dim=2, **kwargs)
+
+
+def test_bad_relations_shape_is_named():
+    query, value, relations = random_case(20)
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2)
+    with pytest.raises(ValueError, match="relations"):
+        layer(query, value, relations=relations[:, :, :4])
+    with pytest.raises(ValueError, match="relations"):
+        layer(query, value, relations=relations[0])
