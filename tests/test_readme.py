@@ -9,11 +9,16 @@ README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 def test_readme_python_blocks_run():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     assert blocks, "the README has no Python example"
+    namespaces = []
     for block in blocks:
-        namespace = {}
-        exec(compile(block, str(README), "exec"), namespace)
+        namespaces.append({})
+        exec(compile(block, str(README), "exec"), namespaces[-1])
+    area = next(n for n in namespaces if "MultiHeadAreaAttention" in n)
     # The 2-D example reports weights over every area of an 8x8 grid.
-    assert tuple(namespace["weights"].shape) == (2, 8, 7, (8 + 7 + 6) ** 2)
+    assert tuple(area["weights"].shape) == (2, 8, 7, (8 + 7 + 6) ** 2)
+    graph = next(n for n in namespaces if "GraphMultiHeadAttention" in n)
+    assert tuple(graph["relations"].shape) == (2, 182, 182)
+    assert tuple(graph["y"].shape) == (2, 182, 768)
 
 
 def test_ci_runs_the_readme_test_command_verbatim():

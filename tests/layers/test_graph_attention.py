@@ -387,3 +387,43 @@ def test_bad_relations_shape_is_named():
         layer(query, value, relations=relations[:, :, :4])
     with pytest.raises(ValueError, match="relations"):
         layer(query, value, relations=relations[0])
+
+
+def test_end_to_end_from_boxes_under_xla():
+    """Boxes and masks in, relations built in the graph (`textvqa_relations`
+    as keras.ops), a spatially aware layer, `fit` with XLA: the labels the
+    model builds are those of the host (NumPy) builder."""
+    from keras_structattn.ops import textvqa_relations
+    from keras_structattn.ops import textvqa_relations_numpy
+
+    rng = np.random.default_rng(21)
+    n, q, o, r, d = 8, 3, 4, 2, 2
+    corners = rng.random((n, o + r, 2)) * 0.7
+    boxes = np.concatenate([corners, corners + rng.random((n, o + r, 2)) * 0.3], -1)
+    data = dict(
+        question_mask=rng.random((n, q)) < 0.8,
+        object_boxes=boxes[:, :o].astype("float32"),
+        object_mask=rng.random((n, o)) < 0.8,
+        ocr_boxes=boxes[:, o:].astype("float32"),
+        ocr_mask=rng.random((n, r)) < 0.8,
+    )
+    length = q + o + r + d
+    shapes = dict(tokens=((length, DIM), "float32"), question_mask=((q,), "bool"),
+                  object_boxes=((o, 4), "float32"), object_mask=((o,), "bool"),
+                  ocr_boxes=((r, 4), "float32"), ocr_mask=((r,), "bool"))
+    inputs = {name: keras.Input(shape, dtype=dtype, name=name)
+              for name, (shape, dtype) in shapes.items()}
+    graph = {k: v for k, v in inputs.items() if k != "tokens"}
+    relations = textvqa_relations(**graph, decoder_length=d)
+    x = GraphMultiHeadAttention(num_heads=12, key_dim=2)(
+        inputs["tokens"], inputs["tokens"], relations=relations)
+    model = keras.Model(inputs, [keras.layers.Dense(1)(x), relations])
+    tokens = rng.normal(size=(n, length, DIM)).astype("float32")
+    _, built = model.predict(dict(data, tokens=tokens), verbose=0)
+    np.testing.assert_array_equal(built, textvqa_relations_numpy(**data, decoder_length=d))
+    trainer = keras.Model(inputs, model.outputs[0])
+    trainer.compile("adam", "mse", jit_compile=True)
+    history = trainer.fit(dict(data, tokens=tokens), rng.normal(size=(n, length, 1)),
+                          epochs=3, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert history.history["loss"][-1] < history.history["loss"][0]

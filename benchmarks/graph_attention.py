@@ -1,0 +1,140 @@
+"""Speed and memory of `GraphMultiHeadAttention` against `keras.layers.MultiHeadAttention`.
+
+At the SA-M4C shape: self-attention over 182 tokens (20 question + 100
+objects + 50 OCR + 12 decoder), hidden 768, 12 heads, batch 32. The graph
+is built from random boxes by `textvqa_relations` (the spec's section-4
+mask). Keras MHA, the baseline, gets the same structure as a boolean
+`[B, L, L]` attention mask (every edge that is not `BLOCKED`), i.e. the
+M4C layer; the rows add the per-head relation masks (c = 3), the learned
+relation bias (Eq. 5), the top-k baseline (k = 9) and the ReGAT-style bias
+without masking. Each time is the median of `--repeats` runs after
+`--warmup`, the baseline's runs alternating with the row's; peak memory is
+XLA's for the compiled forward+backward (`KERAS_BACKEND=jax`). The last
+lines time the graph building for one batch on the host (NumPy).
+
+Usage:
+    python benchmarks/graph_attention.py [--repeats 10] [--batch 32] [--jit both|on|off]
+    KERAS_BACKEND=jax python benchmarks/graph_attention.py
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from _timing import make_steps  # noqa: E402
+from _timing import paired_medians  # noqa: E402
+
+from keras_structattn.layers import GraphMultiHeadAttention  # noqa: E402
+from keras_structattn.ops import relation_tables as rt  # noqa: E402
+from keras_structattn.ops.spatial_graph import textvqa_relations  # noqa: E402
+
+HEADS, HIDDEN = 12, 768
+QUESTION, OBJECTS, OCR, DECODER = 20, 100, 50, 12
+LENGTH = QUESTION + OBJECTS + OCR + DECODER
+
+
+def random_boxes(rng, batch, count):
+    corner = rng.random((batch, count, 2)) * 0.8
+    size = rng.random((batch, count, 2)) * 0.3 + 0.01
+    return np.concatenate([corner, np.minimum(corner + size, 1.0)], -1).astype("float32")
+
+
+def random_textvqa_batch(rng, batch):
+    """Masks with some padding in every part, as in real TextVQA batches."""
+    def mask(count, low):
+        lengths = rng.integers(low, count + 1, size=batch)
+        return np.arange(count)[None, :] < lengths[:, None]
+
+    return dict(
+        question_mask=mask(QUESTION, 5),
+        object_boxes=random_boxes(rng, batch, OBJECTS),
+        object_mask=mask(OBJECTS, 30),
+        ocr_boxes=random_boxes(rng, batch, OCR),
+        ocr_mask=mask(OCR, 0),
+        decoder_length=DECODER,
+    )
+
+
+VARIANTS = [
+    ("graph c=3", dict()),
+    ("graph c=3 + bias (Eq. 5)", dict(relation_bias=True)),
+    ("graph c=3 + top-k 9", dict(top_k=9)),
+    ("ReGAT bias, no masking", dict(graph_masking=False, relation_bias=True)),
+]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--jit", choices=("both", "on", "off"), default="both")
+    args = parser.parse_args(argv)
+    jits = {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]
+
+    rng = np.random.default_rng(0)
+    graph = random_textvqa_batch(rng, args.batch)
+    relations = np.asarray(textvqa_relations(**graph), dtype="int32")
+    x = keras.ops.convert_to_tensor(
+        rng.normal(size=(args.batch, LENGTH, HIDDEN)).astype("float32")
+    )
+    relations_t = keras.ops.convert_to_tensor(relations)
+    mask_t = keras.ops.convert_to_tensor(relations != rt.BLOCKED)
+
+    print(
+        f"backend={keras.backend.backend()}  batch={args.batch} length={LENGTH} "
+        f"hidden={HIDDEN} heads={HEADS}  median of {args.repeats} after {args.warmup} "
+        "warm-up runs; ratios against keras.layers.MultiHeadAttention with the "
+        "same structure as a [B, L, L] attention mask"
+    )
+    header = (
+        f"{'configuration':28s} {'jit':>3s} {'fwd ms':>8s} {'x MHA':>6s} "
+        f"{'fwd+bwd ms':>10s} {'x MHA':>6s} {'peak MiB':>9s} {'x MHA':>6s}"
+    )
+    key_dim = HIDDEN // HEADS
+    for jit in jits:
+        print("\n" + header)
+        print("-" * len(header))
+        keras.utils.set_random_seed(0)
+        mha = keras.layers.MultiHeadAttention(HEADS, key_dim)
+        mha(x, x, attention_mask=mask_t)
+        base = make_steps(mha, x, jit, attention_mask=mask_t)
+        fwd = paired_medians(base[0], base[0], args.warmup, args.repeats)[0]
+        both = paired_medians(base[1], base[1], args.warmup, args.repeats)[0]
+        rows = [("keras MHA + mask", fwd, fwd, both, both, base[2])]
+        for label, kwargs in VARIANTS:
+            keras.utils.set_random_seed(0)
+            layer = GraphMultiHeadAttention(HEADS, key_dim, **kwargs)
+            layer(x, x, relations=relations_t)
+            row = make_steps(layer, x, jit, relations=relations_t)
+            fwd_base, fwd = paired_medians(base[0], row[0], args.warmup, args.repeats)
+            both_base, both = paired_medians(base[1], row[1], args.warmup, args.repeats)
+            rows.append((label, fwd_base, fwd, both_base, both, row[2]))
+        for label, fwd_base, fwd, both_base, both, memory in rows:
+            mem = f"{memory / 2**20:9.1f}" if memory else f"{'n/a':>9s}"
+            mem_ratio = f"{memory / base[2]:6.2f}" if memory and base[2] else f"{'':6s}"
+            print(
+                f"{label:28s} {'on' if jit else 'off':>3s} {fwd:8.2f} {fwd / fwd_base:6.2f} "
+                f"{both:10.2f} {both / both_base:6.2f} {mem} {mem_ratio}",
+                flush=True,
+            )
+
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        textvqa_relations(**random_textvqa_batch(rng, args.batch))
+        times.append(time.perf_counter() - start)
+    print(
+        f"\ngraph building (textvqa_relations on the host, batch {args.batch}, "
+        f"{OBJECTS + OCR} boxes): {1e3 * statistics.median(times):.1f} ms per batch"
+    )
+
+
+if __name__ == "__main__":
+    main()
