@@ -1,4 +1,10 @@
 """Keras layers of structured attention."""
 
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
+from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
+from keras_structattn.layers.normalization import StdLayerNormalization
+from keras_structattn.layers.unified_attention import UnifiedAttentionBlock
+from keras_structattn.layers.unified_attention import UnifiedAttentionStack
+from keras_structattn.layers.unified_attention import split_attention
+from keras_structattn.layers.unified_attention import split_sequence

@@ -14,10 +14,9 @@ from keras import ops
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
 from keras_structattn.ops import relation_tables as rt
+from keras_structattn.ops.masked_softmax import MASKED_LOGIT
+from keras_structattn.ops.masked_softmax import masked_softmax
 
-# Finite, so that a row without any allowed key gives exp(0)/n rather than
-# 0/0 before its weights are zeroed; float32 holds it.
-_MASKED_LOGIT = -1e30
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
@@ -256,16 +255,11 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
             allowed = mask if allowed is None else ops.logical_and(allowed, mask)
         if self._top_k is not None:
             k = self._top_k if logits.shape[-1] is None else min(self._top_k, logits.shape[-1])
-            candidates = logits if allowed is None else ops.where(allowed, logits, _MASKED_LOGIT)
+            candidates = logits if allowed is None else ops.where(allowed, logits, MASKED_LOGIT)
             kth = ops.top_k(candidates, k)[0][..., k - 1 : k]
             above = ops.greater_equal(logits, kth)
             allowed = above if allowed is None else ops.logical_and(allowed, above)
-        if allowed is None:
-            weights = ops.softmax(logits, axis=-1)
-        else:
-            weights = ops.softmax(ops.where(allowed, logits, _MASKED_LOGIT), axis=-1)
-            # A row with no allowed key: uniform above, zeros here.
-            weights = ops.where(allowed, weights, 0.0)
+        weights = masked_softmax(logits, allowed)
         dropped = self._dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
         output = ops.einsum(self._combine_equation, dropped, value)
         return output, weights

@@ -1,0 +1,106 @@
+"""Speed and memory of `GatedMultiHeadAttention` against `keras.layers.MultiHeadAttention`.
+
+At the MUAN shape: self-attention over 115 tokens (15 question tokens with
+the [ans] token + 100 image regions), hidden 768, 8 heads (d_h = d_g = 96),
+batch 64, with a key padding mask (random question and region counts), as
+in the UA block. Keras MHA, the baseline, gets the same mask; the rows are
+the MUAN gate per head with weights shared across heads (the default), per
+head with each head's own weights, one full-width gate for all heads, and
+`qk_gate=False` (the cost of this layer's explicit attention path alone).
+Target: at most 1.15x Keras MHA. Each time is the median of `--repeats`
+runs after `--warmup`, the baseline's runs alternating with the row's; peak
+memory is XLA's for the compiled forward+backward (`KERAS_BACKEND=jax`).
+
+Usage:
+    python benchmarks/gated_attention.py [--repeats 10] [--batch 64] [--jit both|on|off]
+    KERAS_BACKEND=jax python benchmarks/gated_attention.py
+"""
+
+import argparse
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from _timing import make_steps  # noqa: E402
+from _timing import paired_medians  # noqa: E402
+
+from keras_structattn.layers.gated_attention import GatedMultiHeadAttention  # noqa: E402
+
+HEADS, HIDDEN = 8, 768
+QUESTION, REGIONS = 15, 100
+LENGTH = QUESTION + REGIONS
+
+VARIANTS = [
+    ("gate per head, shared", dict()),
+    ("gate per head, own weights", dict(share_gate_weights_across_heads=False)),
+    ("gate full width", dict(gate_per_head=False)),
+    ("qk_gate=False", dict(qk_gate=False)),
+]
+
+
+def random_key_mask(rng, batch):
+    """[B, 1, L]: real question tokens (>= 4) then real regions (>= 10)."""
+    question = np.arange(QUESTION)[None] < rng.integers(4, QUESTION + 1, size=(batch, 1))
+    regions = np.arange(REGIONS)[None] < rng.integers(10, REGIONS + 1, size=(batch, 1))
+    return np.concatenate([question, regions], axis=1)[:, None, :]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--jit", choices=("both", "on", "off"), default="both")
+    args = parser.parse_args(argv)
+    jits = {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]
+
+    rng = np.random.default_rng(0)
+    x = keras.ops.convert_to_tensor(
+        rng.normal(size=(args.batch, LENGTH, HIDDEN)).astype("float32")
+    )
+    mask = keras.ops.convert_to_tensor(random_key_mask(rng, args.batch))
+
+    print(
+        f"backend={keras.backend.backend()}  batch={args.batch} length={LENGTH} "
+        f"hidden={HIDDEN} heads={HEADS}  median of {args.repeats} after {args.warmup} "
+        "warm-up runs; ratios against keras.layers.MultiHeadAttention with the "
+        "same key padding mask (target <= 1.15)"
+    )
+    header = (
+        f"{'configuration':28s} {'jit':>3s} {'fwd ms':>8s} {'x MHA':>6s} "
+        f"{'fwd+bwd ms':>10s} {'x MHA':>6s} {'peak MiB':>9s} {'x MHA':>6s}"
+    )
+    key_dim = HIDDEN // HEADS
+    for jit in jits:
+        print("\n" + header)
+        print("-" * len(header))
+        keras.utils.set_random_seed(0)
+        mha = keras.layers.MultiHeadAttention(HEADS, key_dim)
+        mha(x, x, attention_mask=mask)
+        base = make_steps(mha, x, jit, attention_mask=mask)
+        fwd = paired_medians(base[0], base[0], args.warmup, args.repeats)[0]
+        both = paired_medians(base[1], base[1], args.warmup, args.repeats)[0]
+        rows = [("keras MHA + mask", fwd, fwd, both, both, base[2])]
+        for label, kwargs in VARIANTS:
+            keras.utils.set_random_seed(0)
+            layer = GatedMultiHeadAttention(HEADS, key_dim, **kwargs)
+            layer(x, x, attention_mask=mask)
+            row = make_steps(layer, x, jit, attention_mask=mask)
+            fwd_base, fwd = paired_medians(base[0], row[0], args.warmup, args.repeats)
+            both_base, both = paired_medians(base[1], row[1], args.warmup, args.repeats)
+            rows.append((label, fwd_base, fwd, both_base, both, row[2]))
+        for label, fwd_base, fwd, both_base, both, memory in rows:
+            mem = f"{memory / 2**20:9.1f}" if memory else f"{'n/a':>9s}"
+            mem_ratio = f"{memory / base[2]:6.2f}" if memory and base[2] else f"{'':6s}"
+            print(
+                f"{label:28s} {'on' if jit else 'off':>3s} {fwd:8.2f} {fwd / fwd_base:6.2f} "
+                f"{both:10.2f} {both / both_base:6.2f} {mem} {mem_ratio}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
