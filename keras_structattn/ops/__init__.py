@@ -32,3 +32,6 @@ from keras_structattn.ops.spatial_graph import spatial_relations
 from keras_structattn.ops.spatial_graph import spatial_relations_numpy
 from keras_structattn.ops.spatial_graph import textvqa_relations
 from keras_structattn.ops.spatial_graph import textvqa_relations_numpy
+from keras_structattn.ops.kmeans import kmeans_plus_plus
+from keras_structattn.ops.kmeans import minibatch_kmeans
+from keras_structattn.ops.masked_softmax import masked_softmax

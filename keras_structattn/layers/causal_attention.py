@@ -1,0 +1,948 @@
+"""Causal attention: in-sample plus cross-sample attention (CATT, seed 001).
+
+Yang et al., "Causal Attention for Vision-Language Tasks", CVPR 2021. The
+front-door adjustment is approximated by two attentions with one query:
+
+* IS-ATT (in-sample, Eq. 6): the query attends over the current sample (the
+  regions of this image, the words of this sentence): ordinary attention.
+* CS-ATT (cross-sample, Eq. 7): the same query attends over a global
+  dictionary `D [K, d]` that stands for the whole training set: K centres of
+  the training features (K-means, the paper) or uniform(0, 0.01) (the only
+  released code, yangxuntu/lxmertcatt), trained by backprop either way.
+
+Their outputs (Z^, X^) go on together: concatenated into the predictor, or
+through a Linear 2d -> d as the released code does once at the top. With
+shared weights (the paper's choice) both attentions use the same Q-K-V-O
+projections, so that Z^ and X^ stay in one representation space and the only
+new parameters are the dictionary's. See /work/shared/specs/
+vl_attention_specs.md, section A (A.7 is the recommended reading used here:
+`CATT(q, X, D) = Dense_2d->d([MHA(q, X, X, mask); MHA_shared(q, D, D)])`),
+and A.8 for the Up-Down (BUTD) additive variant.
+
+Layers: `GlobalDictionary` (the `[K, d]` weight, with K-means `adapt`),
+`CausalAttention` (multi-head, a `keras.layers.MultiHeadAttention`
+subclass), `TopDownAttention` (additive Up-Down attention, Eq. 23),
+`CausalTopDownAttention` (its IS + CS version), and
+`ExplicitMultiHeadAttention` (Keras MHA with float32 softmax and zero rows
+on every path; the base of `CausalAttention`).
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.ops import _checks
+from keras_structattn.ops import kmeans
+from keras_structattn.ops.masked_softmax import masked_softmax
+
+FUSIONS = ("concat_dense", "concat", "none")
+
+
+def uniform_dictionary_initializer():
+    """uniform(0, 0.01): the dictionary initialisation of the released code."""
+    return keras.initializers.RandomUniform(minval=0.0, maxval=0.01)
+
+
+# ------------------------------------------------------------- dictionary
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class GlobalDictionary(keras.layers.Layer):
+    """A trainable global dictionary `[size, dim]` for cross-sample attention.
+
+    The dictionary stands for "other samples" in CS-ATT. Three ways to set
+    it, all trainable afterwards:
+
+    * `initializer`: default uniform(0, 0.01), as the released code
+      (`torch.rand / 100`); any Keras initializer.
+    * `adapt(data, ...)`: mini-batch K-means with k-means++ seeding over
+      training features, the paper's initialisation (see
+      `keras_structattn.ops.kmeans`); reports the inertia in
+      `self.inertia`.
+    * `set_centers(centers)`: given centres, e.g. a K-means run elsewhere.
+
+    The weight is float32 under mixed precision (the variable dtype); the
+    layer's output is cast to the compute dtype.
+
+    Args:
+        size: K, the number of entries (500 in the paper's Transformer and
+            LXMERT models).
+        dim: entry width. If None, taken from the last axis of the first
+            input (or of the centres given to `set_centers`/`adapt`). When
+            known, the layer is built at once.
+        initializer, regularizer, constraint: for the weight.
+        **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: any tensor `[..., dim]`; only its last axis is used (to
+            build). Calling on the features ties the dictionary into a
+            functional model: `D = GlobalDictionary(500)(features)`.
+
+    Returns:
+        The dictionary `[size, dim]` (no batch axis) in the compute dtype.
+    """
+
+    def __init__(
+        self,
+        size=500,
+        dim=None,
+        initializer=None,
+        regularizer=None,
+        constraint=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _checks.positive_int("size", size)
+        if dim is not None:
+            _checks.positive_int("dim", dim)
+        self.size = size
+        self.dim = dim
+        if initializer is None:
+            initializer = uniform_dictionary_initializer()
+        self.initializer = keras.initializers.get(initializer)
+        self.regularizer = keras.regularizers.get(regularizer)
+        self.constraint = keras.constraints.get(constraint)
+        self.inertia = None
+        self.kmeans_history = None
+        if dim is not None:
+            self.build((dim,))
+
+    def build(self, input_shape=None):
+        if self.built:
+            return
+        self._check_width(input_shape)
+        dim = self.dim
+        if input_shape is not None and input_shape[-1] is not None:
+            dim = input_shape[-1]
+        if dim is None:
+            raise ValueError(
+                "GlobalDictionary needs `dim`, or an input or centres to take it from."
+            )
+        self.dim = int(dim)
+        self.dictionary = self.add_weight(
+            name="dictionary",
+            shape=(self.size, self.dim),
+            initializer=self.initializer,
+            regularizer=self.regularizer,
+            constraint=self.constraint,
+        )
+        self.built = True
+
+    def _check_width(self, input_shape):
+        if input_shape is None or input_shape[-1] is None or self.dim is None:
+            return
+        if input_shape[-1] != self.dim:
+            raise ValueError(
+                f"GlobalDictionary has dim={self.dim} but its input has "
+                f"{input_shape[-1]} features. Received: input_shape={tuple(input_shape)}"
+            )
+
+    def call(self, inputs=None):
+        if inputs is not None:
+            self._check_width(inputs.shape)
+        return ops.cast(self.dictionary, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape=None):
+        dim = self.dim if self.dim is not None else input_shape[-1]
+        return (self.size, dim)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def set_centers(self, centers):
+        """Sets the dictionary to the given `[size, dim]` centres."""
+        centers = np.asarray(centers, dtype="float32")
+        if centers.ndim != 2 or centers.shape[0] != self.size or (
+            self.dim is not None and centers.shape[1] != self.dim
+        ):
+            raise ValueError(
+                f"Argument `centers` must be [size, dim] = [{self.size}, "
+                f"{self.dim if self.dim is not None else 'dim'}]. "
+                f"Received: centers.shape={centers.shape}"
+            )
+        self.build((centers.shape[1],))
+        self.dictionary.assign(centers)
+
+    def adapt(
+        self,
+        data,
+        batch_size=None,
+        steps=None,
+        *,
+        epochs=3,
+        init_size=None,
+        seed=None,
+        shuffle=True,
+        ignore_zero_rows=True,
+        compute_inertia=True,
+        verbose=0,
+    ):
+        """Sets the dictionary to K-means centres of `data` (the paper's init).
+
+        Mini-batch K-means with greedy k-means++ seeding on the host
+        (`keras_structattn.ops.kmeans.minibatch_kmeans`, vectorised NumPy).
+
+        Args:
+            data: feature vectors `[..., dim]`: a NumPy array or backend
+                tensor (leading axes are flattened), a batched
+                `tf.data.Dataset` (of arrays or `(features, ...)` tuples),
+                or a list of batches. It is read several times.
+            batch_size: rows per mini-batch for arrays (default 1024); None
+                for datasets and lists, which come batched.
+            steps: batches per pass (default: all).
+            epochs: passes of mini-batch updates.
+            init_size: rows sampled for the seeding (default
+                `max(3072, 10 * size)`).
+            seed: int; the same seed gives the same centres.
+            shuffle: shuffle an array's rows each epoch.
+            ignore_zero_rows: skip all-zero rows (padding).
+            compute_inertia: one more pass for the exact inertia, stored in
+                `self.inertia` (else None).
+            verbose: 1 prints the inertia per epoch.
+        """
+        result = kmeans.minibatch_kmeans(
+            data,
+            self.size,
+            batch_size=batch_size,
+            steps=steps,
+            epochs=epochs,
+            init_size=init_size,
+            seed=seed,
+            shuffle=shuffle,
+            ignore_zero_rows=ignore_zero_rows,
+            compute_inertia=compute_inertia,
+            verbose=verbose,
+        )
+        self.set_centers(result.centers)
+        self.inertia = result.inertia
+        self.kmeans_history = result.history
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            size=self.size,
+            dim=self.dim,
+            initializer=keras.initializers.serialize(self.initializer),
+            regularizer=keras.regularizers.serialize(self.regularizer),
+            constraint=keras.constraints.serialize(self.constraint),
+        )
+        return config
+
+
+# ------------------------------------------------------------ multi-head
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class ExplicitMultiHeadAttention(keras.layers.MultiHeadAttention):
+    """`keras.layers.MultiHeadAttention` always on the explicit path.
+
+    Same arguments, weights and results as Keras MHA, except: logits,
+    masking and softmax are float32 under mixed precision; a query row with
+    no allowed key gets zero weights (its output is the output bias), in
+    every case; the fused `ops.dot_product_attention` kernel is never used
+    (its fully masked rows average all keys, and jitted by JAX on a CPU it
+    rejects float16 inputs). Scores come back float32. The base of
+    `CausalAttention`, and the cross-attention of the CATT decoder.
+    """
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        # `call` has merged the causal mask into `attention_mask`.
+        return self._attend(query, key, value, attention_mask, training)
+
+    def _attend(self, query, key, value, mask, training):
+        """Attention over projected inputs, with zero rows.
+
+        Args:
+            query: `[B, T, N, dk]`.
+            key, value: `[B, S, N, d]`, or `[S, N, d]` shared by the batch.
+            mask: bool broadcastable to `[B, T, S]`, or None.
+
+        Returns:
+            `(context [B, T, N, dv], weights [B, N, T, S] float32)`.
+        """
+        query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+        # Batched keys: `[B, N, T, S]` as in Keras MHA. Shared keys: heads
+        # first, `[N, B, T, S]`, the natural output of a dot product batched
+        # over heads only, so that neither einsum transposes a `[.., T, S]`
+        # tensor (with K = 500 entries the largest of the layer). Only the
+        # returned weights are transposed, and compiled code drops that
+        # when they are not used.
+        shared = len(key.shape) == 3
+        if shared:
+            logits = ops.einsum("btnk,snk->nbts", query, key)
+        else:
+            logits = ops.einsum("bsnk,btnk->bnts", key, query)
+        logits = ops.cast(logits, "float32")
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+            mask = mask[None] if shared else ops.expand_dims(mask, 1)
+        weights = masked_softmax(logits, mask)
+        dropped = self._dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
+        if shared:
+            context = ops.einsum("nbts,snv->btnv", dropped, value)
+            weights = ops.transpose(weights, (1, 0, 2, 3))
+        else:
+            context = ops.einsum("bnts,bsnv->btnv", dropped, value)
+        return context, weights
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class CausalAttention(ExplicitMultiHeadAttention):
+    """Multi-head causal attention: IS-ATT over the sample, CS-ATT over a dictionary.
+
+    IS-ATT is `keras.layers.MultiHeadAttention(query, value, key, masks)`
+    with this layer's weights (equal to Keras MHA with the same weights,
+    apart from query rows without any allowed key, below). CS-ATT is
+    multi-head attention of the same query over a global dictionary `D`,
+    used as both key and value, with no mask:
+
+        Z^ = MHA(q, X, X, mask),  X^ = MHA_cs(q, D, D)
+        output = Dense_2d->d([Z^; X^])            (fusion="concat_dense")
+
+    With `share_weights=True` (the paper's choice, `ft_same` in the code)
+    MHA_cs *is* MHA: the same query/key/value/output variables, and the
+    query projection is computed once for both. `False` gives CS-ATT its
+    own projections (`ft`, the "w/o Share" ablation).
+
+    `D` is the layer's own trainable `GlobalDictionary` of
+    `dictionary_size` entries in the key/value input space (set it through
+    `layer.global_dictionary`: `adapt`, `set_centers`), or a tensor passed
+    as `dictionary=`: `[K, d]` shared by the batch (a `GlobalDictionary`
+    output, e.g. one dictionary shared by several layers) or `[B, K, d]`
+    per sample (in stacked CATT, later layers attend to the previous CS
+    output; see `catt_transformer`). An unbatched dictionary is projected
+    once per call, not once per sample.
+
+    A query row with no allowed key (all keys masked) gets zero attention
+    weights, so its branch outputs the output projection's bias alone,
+    never NaN, in both branches and whatever the other arguments
+    (`keras.layers.MultiHeadAttention` gives a uniform average instead on
+    its fused path). Logits are cast to float32 and masked and softmaxed in
+    float32 under mixed precision; the returned weights are float32.
+
+    Args:
+        num_heads: number of attention heads.
+        key_dim: size of each head for query and key.
+        dictionary_size: K of the layer's own dictionary (500 as in the
+            paper), or None for no own dictionary: then `dictionary=` must be
+            passed to every call.
+        share_weights: one set of projections for IS-ATT and CS-ATT.
+        fusion: `"concat_dense"`: `Dense(output_dim)` on `[Z^; X^]` (the
+            Linear 2d -> d of the released code); `"concat"`: `[Z^; X^]`
+            (width 2 * output_dim, what the paper feeds the predictor);
+            `"none"`: the pair `(Z^, X^)`.
+        dictionary_initializer: initializer of the own dictionary; default
+            uniform(0, 0.01).
+        **kwargs: the other arguments of `keras.layers.MultiHeadAttention`
+            (`value_dim`, `dropout` (on both branches' weights), `use_bias`,
+            `output_shape` (an int), initializers, regularizers, constraints
+            (`use_bias` and these also apply to the fusion dense), `seed`,
+            ...). `attention_axes`
+            must be None (attention over axis 1 of `[B, T, dim]` inputs);
+            `flash_attention` and `use_gate` are not supported.
+
+    Call arguments:
+        query, value, key, query_mask, value_mask, key_mask, attention_mask,
+        return_attention_scores, training, use_causal_mask: as in
+            `keras.layers.MultiHeadAttention`, for IS-ATT (boolean masks,
+            True = may attend). `query_mask` (explicit or the query's Keras
+            mask) also applies to CS-ATT and is set on the outputs.
+        dictionary: None (the own dictionary), `[K, d]` or `[B, K, d]`;
+            `d` is the width of `value` and `key`.
+        dictionary_mask: optional bool mask on the dictionary entries,
+            `[K]`, `[B, K]` or `[B, T, K]` (filled from `dictionary`'s Keras
+            mask). The paper's dictionary has none.
+
+    Returns:
+        `output`, or `(output, (is_scores, cs_scores))` with
+        `return_attention_scores=True`. `output` is `[B, T, output_dim]`
+        (`"concat_dense"`), `[B, T, 2 * output_dim]` (`"concat"`) or the
+        pair `(Z^, X^)` of `[B, T, output_dim]` (`"none"`). Scores are
+        float32 `[B, num_heads, T, S]` and `[B, num_heads, T, K]`.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        dictionary_size=500,
+        share_weights=True,
+        fusion="concat_dense",
+        dictionary_initializer=None,
+        **kwargs,
+    ):
+        if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
+            raise ValueError(
+                "Argument `attention_axes` must be None (attention over axis 1 of "
+                f"[B, T, dim] inputs). Received: attention_axes={kwargs['attention_axes']!r}"
+            )
+        if kwargs.get("flash_attention"):
+            raise ValueError(
+                "Argument `flash_attention` must be False or None: zero rows "
+                "and the CS-ATT dictionary need the explicit attention weights."
+            )
+        if kwargs.get("use_gate"):
+            raise ValueError(
+                "Argument `use_gate` must be False: CausalAttention has no gate."
+            )
+        output_shape = kwargs.get("output_shape")
+        if output_shape is not None and not isinstance(output_shape, int) and (
+            not isinstance(output_shape, (tuple, list)) or len(output_shape) != 1
+        ):
+            raise ValueError(
+                "Argument `output_shape` must be None or an int (the output "
+                f"width). Received: output_shape={output_shape!r}"
+            )
+        super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
+        if dictionary_size is not None:
+            _checks.positive_int("dictionary_size", dictionary_size)
+        if not isinstance(share_weights, bool):
+            raise ValueError(
+                "Argument `share_weights` must be True or False. "
+                f"Received: share_weights={share_weights!r}"
+            )
+        _checks.one_of("fusion", fusion, FUSIONS)
+        self._dictionary_size = dictionary_size
+        self._share_weights = share_weights
+        self._fusion = fusion
+        if dictionary_initializer is None:
+            dictionary_initializer = uniform_dictionary_initializer()
+        self._dictionary_initializer = keras.initializers.get(dictionary_initializer)
+        self._global_dictionary = None
+        self._cs_attention = None
+        self._fusion_dense = None
+
+    @property
+    def dictionary_size(self):
+        return self._dictionary_size
+
+    @property
+    def share_weights(self):
+        return self._share_weights
+
+    @property
+    def fusion(self):
+        return self._fusion
+
+    @property
+    def global_dictionary(self):
+        """The layer's own `GlobalDictionary` (None if `dictionary_size` is None)."""
+        return self._global_dictionary
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            dictionary_size=self._dictionary_size,
+            share_weights=self._share_weights,
+            fusion=self._fusion,
+            dictionary_initializer=keras.initializers.serialize(
+                self._dictionary_initializer
+            ),
+        )
+        return config
+
+    def build(self, query_shape, value_shape, key_shape=None, dictionary_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        if len(query_shape) != 3 or len(value_shape) != 3 or len(key_shape) != 3:
+            raise ValueError(
+                "CausalAttention takes [B, T, dim] query, value and key. Received: "
+                f"query_shape={tuple(query_shape)}, value_shape={tuple(value_shape)}, "
+                f"key_shape={tuple(key_shape)}"
+            )
+        if key_shape[-1] != value_shape[-1]:
+            raise ValueError(
+                "The dictionary serves as both key and value of CS-ATT, so `key` and "
+                "`value` must have the same width. Received: "
+                f"key_shape={tuple(key_shape)}, value_shape={tuple(value_shape)}"
+            )
+        dim = value_shape[-1]
+        if dictionary_shape is not None:
+            self._check_dictionary_shape(dictionary_shape, dim)
+        super().build(query_shape, value_shape, key_shape)
+        if self._dictionary_size is not None:
+            self._global_dictionary = GlobalDictionary(
+                self._dictionary_size,
+                dim=dim,
+                initializer=self._dictionary_initializer.__class__.from_config(
+                    self._dictionary_initializer.get_config()
+                ),
+                name="global_dictionary",
+                dtype=self.dtype_policy,
+            )
+        if not self._share_weights:
+            config = keras.layers.MultiHeadAttention.get_config(self)
+            for name in ("name", "trainable", "dtype"):
+                config.pop(name, None)
+            self._cs_attention = keras.layers.MultiHeadAttention(
+                **config, name="cs_attention", dtype=self.dtype_policy
+            )
+            self._cs_attention.build(query_shape, (None, None, dim))
+        if self._fusion == "concat_dense":
+            output_dim = self._output_width(query_shape)
+            common = self._get_common_kwargs_for_sublayer()
+            self._fusion_dense = keras.layers.Dense(
+                output_dim, use_bias=self._use_bias, name="fusion", **common
+            )
+            self._fusion_dense.build(tuple(query_shape[:-1]) + (2 * output_dim,))
+
+    def _output_width(self, query_shape):
+        return self._output_shape[-1] if self._output_shape else query_shape[-1]
+
+    def _check_dictionary_shape(self, shape, dim):
+        if len(shape) not in (2, 3) or (shape[-1] is not None and shape[-1] != dim):
+            raise ValueError(
+                "Argument `dictionary` must be [K, d] or [B, K, d] with d the width "
+                f"of `value` ({dim}). Received: dictionary.shape={tuple(shape)}"
+            )
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        dictionary=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        dictionary_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        shape = self.compute_output_shape(
+            query.shape, value.shape, None if key is None else key.shape
+        )
+        branch = keras.KerasTensor(shape, dtype=self.compute_dtype)
+        if self._fusion == "none":
+            output = (branch, keras.KerasTensor(shape, dtype=self.compute_dtype))
+        elif self._fusion == "concat":
+            output = keras.KerasTensor(
+                tuple(shape[:-1]) + (2 * shape[-1],), dtype=self.compute_dtype
+            )
+        else:
+            output = branch
+        if not return_attention_scores:
+            return output
+        size = self._dictionary_size if dictionary is None else dictionary.shape[-2]
+        batch, length = query.shape[0], query.shape[1]
+        scores = (
+            keras.KerasTensor((batch, self.num_heads, length, value.shape[1]), "float32"),
+            keras.KerasTensor((batch, self.num_heads, length, size), "float32"),
+        )
+        return output, scores
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        dictionary=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        dictionary_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        if key is None:
+            key = value
+        # `Layer.__call__` has filled the masks from the inputs' Keras masks.
+        for tensor in (query, value, key, dictionary):
+            if tensor is not None:
+                set_keras_mask(tensor, None)
+        if dictionary is None:
+            if self._global_dictionary is None:
+                raise ValueError(
+                    "CausalAttention was built with dictionary_size=None, so each "
+                    "call needs `dictionary` ([K, d] or [B, K, d])."
+                )
+            dictionary = ops.cast(self._global_dictionary.dictionary, self.compute_dtype)
+        else:
+            self._check_dictionary_shape(dictionary.shape, value.shape[-1])
+        is_mask = self._compute_attention_mask(
+            query,
+            value,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+        )
+        cs_mask = self._dictionary_attention_mask(query_mask, dictionary_mask)
+
+        projected_query = self._query_dense(query)
+        is_context, is_weights = self._attend(
+            projected_query,
+            self._key_dense(key),
+            self._value_dense(value),
+            is_mask,
+            training,
+        )
+        is_output = self._output_dense(is_context)
+
+        cs = self if self._share_weights else self._cs_attention
+        cs_query = projected_query if self._share_weights else cs._query_dense(query)
+        if len(dictionary.shape) == 2:
+            entries = ops.expand_dims(dictionary, 0)
+            cs_key, cs_value = cs._key_dense(entries)[0], cs._value_dense(entries)[0]
+        else:
+            cs_key, cs_value = cs._key_dense(dictionary), cs._value_dense(dictionary)
+        cs_context, cs_weights = self._attend(cs_query, cs_key, cs_value, cs_mask, training)
+        cs_output = cs._output_dense(cs_context)
+
+        if self._fusion == "none":
+            output = (is_output, cs_output)
+        else:
+            output = ops.concatenate([is_output, cs_output], axis=-1)
+            if self._fusion == "concat_dense":
+                output = self._fusion_dense(output)
+        if query_mask is not None:
+            for tensor in output if isinstance(output, tuple) else (output,):
+                set_keras_mask(tensor, query_mask)
+        if return_attention_scores:
+            return output, (is_weights, cs_weights)
+        return output
+
+    def _dictionary_attention_mask(self, query_mask, dictionary_mask):
+        """Mask of CS-ATT, broadcastable to `[B, T, K]`, or None."""
+        mask = None
+        if dictionary_mask is not None:
+            mask = ops.cast(dictionary_mask, "bool")
+            rank = len(mask.shape)
+            if rank == 1:
+                mask = mask[None, None, :]
+            elif rank == 2:
+                mask = mask[:, None, :]
+            elif rank != 3:
+                raise ValueError(
+                    "Argument `dictionary_mask` must be [K], [B, K] or [B, T, K]. "
+                    f"Received: dictionary_mask.shape={tuple(dictionary_mask.shape)}"
+                )
+        if query_mask is not None:
+            rows = ops.expand_dims(ops.cast(query_mask, "bool"), -1)
+            mask = rows if mask is None else ops.logical_and(mask, rows)
+        return mask
+
+# ---------------------------------------------------------------- Up-Down
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class TopDownAttention(keras.layers.Layer):
+    """Additive attention of the Up-Down (BUTD) captioner (Eq. 23).
+
+        e_i = w^T tanh(W_v v_i + W_h h),  alpha = softmax(e),  out = sum_i alpha_i v_i
+
+    As in ruotianluo/self-critical.pytorch (`Attention`: ctx2att, h2att,
+    alpha_net), each projection is a Dense layer with bias. Masked regions
+    get zero weight (the code renormalises after the softmax, which is the
+    same); a row with no allowed region gets zeros, never NaN. Scores and
+    the softmax are float32 under mixed precision.
+
+    Args:
+        attention_dim: width of the additive scorer (512 in the Up-Down code).
+        use_bias: biases on the three projections.
+        kernel_initializer, bias_initializer, kernel_regularizer,
+            bias_regularizer: for the three projections.
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        query: `[B, dq]` (one step: the attention LSTM's h) or `[B, T, dq]`
+            (T queries at once).
+        value: `[B, N, dv]` regions, or `[N, dv]` shared by the batch (a
+            dictionary; projected once).
+        value_mask: optional bool `[B, N]` (or `[N]`), True = may attend.
+        return_attention_scores: also return the weights.
+
+    Returns:
+        `context` `[B, dv]` (or `[B, T, dv]`), and with
+        `return_attention_scores=True` also the float32 weights `[B, N]`
+        (or `[B, T, N]`).
+    """
+
+    def __init__(
+        self,
+        attention_dim=512,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _checks.positive_int("attention_dim", attention_dim)
+        self.attention_dim = attention_dim
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.supports_masking = True
+
+    def _dense(self, units, name):
+        clone = lambda init: init.__class__.from_config(init.get_config())  # noqa: E731
+        return keras.layers.Dense(
+            units,
+            use_bias=self.use_bias,
+            kernel_initializer=clone(self.kernel_initializer),
+            bias_initializer=clone(self.bias_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            name=name,
+            dtype=self.dtype_policy,
+        )
+
+    def build(self, query_shape, value_shape):
+        if len(query_shape) not in (2, 3) or len(value_shape) not in (2, 3):
+            raise ValueError(
+                "TopDownAttention takes a [B, dq] or [B, T, dq] query and [B, N, dv] "
+                f"or [N, dv] values. Received: query_shape={tuple(query_shape)}, "
+                f"value_shape={tuple(value_shape)}"
+            )
+        self.value_projection = self._dense(self.attention_dim, "value_projection")
+        self.value_projection.build(value_shape)
+        self.query_projection = self._dense(self.attention_dim, "query_projection")
+        self.query_projection.build(query_shape)
+        self.score = self._dense(1, "score")
+        self.score.build((None, self.attention_dim))
+
+    def compute_output_spec(self, query, value, value_mask=None, return_attention_scores=False):
+        batch = query.shape[0]
+        steps = tuple(query.shape[1:-1])
+        context = keras.KerasTensor((batch,) + steps + (value.shape[-1],), self.compute_dtype)
+        if return_attention_scores:
+            return context, keras.KerasTensor((batch,) + steps + (value.shape[-2],), "float32")
+        return context
+
+    def compute_mask(self, query, value, value_mask=None, return_attention_scores=False):
+        return None
+
+    def call(self, query, value, value_mask=None, return_attention_scores=False):
+        set_keras_mask(value, None)
+        context, weights = self.attend(query, value, value_mask)
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def attend(self, query, value, value_mask=None, projected_value=None):
+        """`(context, weights)`; `projected_value` = `value_projection(value)`
+        if already computed (e.g. once per image for a step-by-step LSTM)."""
+        single = len(query.shape) == 2
+        if single:
+            query = ops.expand_dims(query, 1)
+        if projected_value is None:
+            projected_value = self.value_projection(value)
+        projected_query = self.query_projection(query)[:, :, None, :]  # [B, T, 1, a]
+        if len(value.shape) == 2:
+            projected_value = projected_value[None, None]  # [1, 1, N, a]
+        else:
+            projected_value = projected_value[:, None]  # [B, 1, N, a]
+        hidden = ops.tanh(projected_query + projected_value)
+        logits = ops.cast(self.score(hidden)[..., 0], "float32")  # [B, T, N]
+        mask = None
+        if value_mask is not None:
+            mask = ops.cast(value_mask, "bool")
+            mask = mask[None, None, :] if len(mask.shape) == 1 else mask[:, None, :]
+        weights = masked_softmax(logits, mask)
+        cast = ops.cast(weights, self.compute_dtype)
+        if len(value.shape) == 2:
+            context = ops.einsum("btn,nd->btd", cast, value)
+        else:
+            context = ops.einsum("btn,bnd->btd", cast, value)
+        if single:
+            context, weights = context[:, 0], weights[:, 0]
+        return context, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            attention_dim=self.attention_dim,
+            use_bias=self.use_bias,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            kernel_regularizer=keras.regularizers.serialize(self.kernel_regularizer),
+            bias_regularizer=keras.regularizers.serialize(self.bias_regularizer),
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class CausalTopDownAttention(keras.layers.Layer):
+    """Up-Down additive attention with CATT: over the regions and over a dictionary.
+
+    BUTD+CATT (paper, supplementary C.4; spec A.8): the attention LSTM's
+    state h attends over the RoI features with the Up-Down scorer (IS-ATT)
+    and, with the same query, over a global visual dictionary (CS-ATT). With
+    `share_weights=True` one scorer (W_v, W_h, w) serves both; the language
+    LSTM then takes `[v^_IS; v^_CS; h]`.
+
+    Args:
+        attention_dim: width of the additive scorer.
+        dictionary_size: K of the own dictionary (1000 for BUTD+CATT in the
+            paper's supplementary), or None: then pass `dictionary=`.
+        share_weights: one scorer for both attentions.
+        fusion: `"concat"`: `[v^_IS; v^_CS]` (`[B, 2 dv]`); `"none"`: the pair.
+        dictionary_initializer: of the own dictionary; default
+            uniform(0, 0.01). Use `layer.global_dictionary.adapt(features)`
+            for the paper's K-means centres.
+        **kwargs: `TopDownAttention` arguments (`use_bias`, initializers,
+            regularizers) and base layer arguments.
+
+    Call arguments:
+        query: `[B, dq]` or `[B, T, dq]`.
+        value: regions `[B, N, dv]`.
+        dictionary: None (own dictionary), `[K, dv]` or `[B, K, dv]`.
+        value_mask: optional bool `[B, N]` for the regions.
+        return_attention_scores: also return `(is_weights, cs_weights)`.
+
+    Returns:
+        `output` (`[B(, T), 2 dv]` or the pair), or
+        `(output, (is_weights, cs_weights))`.
+    """
+
+    _SCORER_ARGS = (
+        "use_bias",
+        "kernel_initializer",
+        "bias_initializer",
+        "kernel_regularizer",
+        "bias_regularizer",
+    )
+
+    def __init__(
+        self,
+        attention_dim=512,
+        dictionary_size=1000,
+        share_weights=True,
+        fusion="concat",
+        dictionary_initializer=None,
+        **kwargs,
+    ):
+        scorer_kwargs = {k: kwargs.pop(k) for k in self._SCORER_ARGS if k in kwargs}
+        super().__init__(**kwargs)
+        _checks.positive_int("attention_dim", attention_dim)
+        if dictionary_size is not None:
+            _checks.positive_int("dictionary_size", dictionary_size)
+        if not isinstance(share_weights, bool):
+            raise ValueError(
+                "Argument `share_weights` must be True or False. "
+                f"Received: share_weights={share_weights!r}"
+            )
+        _checks.one_of("fusion", fusion, ("concat", "none"))
+        self.attention_dim = attention_dim
+        self.dictionary_size = dictionary_size
+        self.share_weights = share_weights
+        self.fusion = fusion
+        if dictionary_initializer is None:
+            dictionary_initializer = uniform_dictionary_initializer()
+        self.dictionary_initializer = keras.initializers.get(dictionary_initializer)
+        self.supports_masking = True
+        self.attention = TopDownAttention(
+            attention_dim, name="attention", dtype=self.dtype_policy, **scorer_kwargs
+        )
+        self.cs_attention = None
+        if not share_weights:
+            self.cs_attention = TopDownAttention(
+                attention_dim, name="cs_attention", dtype=self.dtype_policy, **scorer_kwargs
+            )
+        self.global_dictionary = None
+
+    def build(self, query_shape, value_shape, dictionary_shape=None):
+        if len(value_shape) != 3:
+            raise ValueError(
+                "CausalTopDownAttention takes regions [B, N, dv]. "
+                f"Received: value_shape={tuple(value_shape)}"
+            )
+        dim = value_shape[-1]
+        if dictionary_shape is not None:
+            self._check_dictionary_shape(dictionary_shape, dim)
+        self.attention.build(query_shape, value_shape)
+        if self.cs_attention is not None:
+            self.cs_attention.build(query_shape, (None, dim))
+        if self.dictionary_size is not None:
+            self.global_dictionary = GlobalDictionary(
+                self.dictionary_size,
+                dim=dim,
+                initializer=self.dictionary_initializer.__class__.from_config(
+                    self.dictionary_initializer.get_config()
+                ),
+                name="global_dictionary",
+                dtype=self.dtype_policy,
+            )
+
+    def _check_dictionary_shape(self, shape, dim):
+        if len(shape) not in (2, 3) or (shape[-1] is not None and shape[-1] != dim):
+            raise ValueError(
+                "Argument `dictionary` must be [K, dv] or [B, K, dv] with dv the width "
+                f"of `value` ({dim}). Received: dictionary.shape={tuple(shape)}"
+            )
+
+    def compute_output_spec(
+        self, query, value, dictionary=None, value_mask=None, return_attention_scores=False
+    ):
+        lead = (query.shape[0],) + tuple(query.shape[1:-1])
+        width = value.shape[-1]
+        branch = keras.KerasTensor(lead + (width,), self.compute_dtype)
+        if self.fusion == "none":
+            output = (branch, keras.KerasTensor(lead + (width,), self.compute_dtype))
+        else:
+            output = keras.KerasTensor(lead + (2 * width,), self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        size = self.dictionary_size if dictionary is None else dictionary.shape[-2]
+        return output, (
+            keras.KerasTensor(lead + (value.shape[1],), "float32"),
+            keras.KerasTensor(lead + (size,), "float32"),
+        )
+
+    def compute_mask(self, query, value, dictionary=None, value_mask=None,
+                     return_attention_scores=False):
+        return None
+
+    def call(self, query, value, dictionary=None, value_mask=None, return_attention_scores=False):
+        set_keras_mask(value, None)
+        if dictionary is None:
+            if self.global_dictionary is None:
+                raise ValueError(
+                    "CausalTopDownAttention was built with dictionary_size=None, so "
+                    "each call needs `dictionary` ([K, dv] or [B, K, dv])."
+                )
+            dictionary = ops.cast(self.global_dictionary.dictionary, self.compute_dtype)
+        else:
+            set_keras_mask(dictionary, None)
+            self._check_dictionary_shape(dictionary.shape, value.shape[-1])
+        is_context, is_weights = self.attention.attend(query, value, value_mask)
+        scorer = self.attention if self.cs_attention is None else self.cs_attention
+        cs_context, cs_weights = scorer.attend(query, dictionary)
+        if self.fusion == "none":
+            output = (is_context, cs_context)
+        else:
+            output = ops.concatenate([is_context, cs_context], axis=-1)
+        if return_attention_scores:
+            return output, (is_weights, cs_weights)
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        scorer = self.attention.get_config()
+        config.update({k: scorer[k] for k in self._SCORER_ARGS})
+        config.update(
+            attention_dim=self.attention_dim,
+            dictionary_size=self.dictionary_size,
+            share_weights=self.share_weights,
+            fusion=self.fusion,
+            dictionary_initializer=keras.initializers.serialize(self.dictionary_initializer),
+        )
+        return config
