@@ -31,6 +31,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_structattn.layers._masking import check_explicit_attention_options
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
 from keras_structattn.ops import kmeans
@@ -381,16 +382,9 @@ class CausalAttention(ExplicitMultiHeadAttention):
         dictionary_initializer=None,
         **kwargs,
     ):
-        if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
-            raise ValueError(
-                "Argument `attention_axes` must be None (attention over axis 1 of "
-                f"[B, T, dim] inputs). Received: attention_axes={kwargs['attention_axes']!r}"
-            )
-        if kwargs.get("flash_attention"):
-            raise ValueError(
-                "Argument `flash_attention` must be False or None: zero rows "
-                "and the CS-ATT dictionary need the explicit attention weights."
-            )
+        check_explicit_attention_options(
+            kwargs, "zero rows and the CS-ATT dictionary need the explicit attention weights"
+        )
         if kwargs.get("use_gate"):
             raise ValueError(
                 "Argument `use_gate` must be False: CausalAttention has no gate."

@@ -16,6 +16,7 @@ See /work/shared/specs/vl_attention_specs.md, section C.
 import keras
 from keras import ops
 
+from keras_structattn.layers._masking import check_explicit_attention_options
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
 from keras_structattn.ops.masked_softmax import masked_softmax
@@ -116,16 +117,9 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         qk_gate=True,
         **kwargs,
     ):
-        if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
-            raise ValueError(
-                "Argument `attention_axes` must be None (attention over axis 1 of "
-                f"[B, T, dim] inputs). Received: attention_axes={kwargs['attention_axes']!r}"
-            )
-        if kwargs.get("flash_attention"):
-            raise ValueError(
-                "Argument `flash_attention` must be False or None: the layer zeroes "
-                "rows without allowed keys, which the flash kernels do not."
-            )
+        check_explicit_attention_options(
+            kwargs, "the layer zeroes rows without allowed keys, which the flash kernels do not"
+        )
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         if gate_dim is None:
             gate_dim = key_dim

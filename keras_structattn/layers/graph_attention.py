@@ -11,6 +11,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_structattn.layers._masking import check_explicit_attention_options
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
 from keras_structattn.ops import relation_tables as rt
@@ -81,16 +82,9 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
         top_k=None,
         **kwargs,
     ):
-        if kwargs.get("attention_axes") not in (None, 1, (1,), [1]):
-            raise ValueError(
-                "Argument `attention_axes` must be None (attention over axis 1 of "
-                f"[B, T, dim] inputs). Received: attention_axes={kwargs['attention_axes']!r}"
-            )
-        if kwargs.get("flash_attention"):
-            raise ValueError(
-                "Argument `flash_attention` must be False or None: relation masks "
-                "need the explicit attention weights."
-            )
+        check_explicit_attention_options(
+            kwargs, "relation masks need the explicit attention weights"
+        )
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         if head_relations is None:
             if num_heads != 12:
