@@ -494,3 +494,25 @@ def test_query_and_key_of_different_lengths_are_rejected():
     with pytest.raises(ValueError, match="same length"):
         GatedMultiHeadAttention(num_heads=2, key_dim=3)(
             keras.Input((5, DIM)), keras.Input((7, DIM)))
+
+
+@pytest.mark.parametrize("gate_per_head", [True, False])
+def test_fused_path_equals_the_explicit_one(gate_per_head):
+    """Without returned weights or dropout the layer takes the fused
+    `dot_product_attention` kernel; it must give what the explicit softmax
+    gives (computed when the weights are asked for), zero rows included."""
+    x = random_inputs(31, T=6)
+    mask = np.random.default_rng(32).random((2, 6, 6)) < 0.6
+    mask[0, 2] = False  # a row with no allowed key
+    value_mask = np.ones((2, 6), bool)
+    value_mask[1, 4:] = False
+    layer = GatedMultiHeadAttention(num_heads=2, key_dim=4, gate_per_head=gate_per_head)
+    layer(x, x)
+    randomize(layer, 33)
+    for kwargs in (dict(), dict(attention_mask=mask), dict(value_mask=value_mask),
+                   dict(attention_mask=mask, use_causal_mask=True)):
+        fused = to_np(layer(x, x, **kwargs))
+        explicit, _ = layer(x, x, return_attention_scores=True, **kwargs)
+        np.testing.assert_allclose(fused, to_np(explicit), rtol=1e-5, atol=1e-5)
+    bias = next(to_np(w) for w in layer.weights if w.path.endswith("attention_output/bias"))
+    np.testing.assert_allclose(to_np(layer(x, x, attention_mask=mask))[0, 2], bias, atol=1e-6)
