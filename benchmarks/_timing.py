@@ -90,3 +90,45 @@ def paired_medians(baseline, candidate, warmup, repeats):
             step()
             out.append(time.perf_counter() - start)
     return tuple(1e3 * statistics.median(r) for r in runs)
+
+
+def print_comparison(x, jits, baseline, variants, warmup, repeats, label_width=28):
+    """Prints a table of paired medians: a baseline layer, then variants.
+
+    Args:
+        x: the input (self-attention: `layer(x, x, **kwargs)`).
+        jits: the jit settings to run, e.g. `(False, True)`.
+        baseline: `(label, make_layer, call_kwargs)`; `make_layer()` builds
+            a fresh layer.
+        variants: a list of `(label, make_layer, call_kwargs)`.
+    """
+    header = (
+        f"{'configuration':{label_width}s} {'jit':>3s} {'fwd ms':>8s} {'x MHA':>6s} "
+        f"{'fwd+bwd ms':>10s} {'x MHA':>6s} {'peak MiB':>9s} {'x MHA':>6s}"
+    )
+    for jit in jits:
+        print("\n" + header)
+        print("-" * len(header))
+        rows = []
+        base = None
+        for index, (label, make_layer, kwargs) in enumerate([baseline] + list(variants)):
+            keras.utils.set_random_seed(0)
+            layer = make_layer()
+            layer(x, x, **kwargs)  # build
+            steps = make_steps(layer, x, jit, **kwargs)
+            if index == 0:
+                base = steps
+                fwd = fwd_base = paired_medians(steps[0], steps[0], warmup, repeats)[0]
+                both = both_base = paired_medians(steps[1], steps[1], warmup, repeats)[0]
+            else:
+                fwd_base, fwd = paired_medians(base[0], steps[0], warmup, repeats)
+                both_base, both = paired_medians(base[1], steps[1], warmup, repeats)
+            rows.append((label, fwd_base, fwd, both_base, both, steps[2]))
+        for label, fwd_base, fwd, both_base, both, memory in rows:
+            mem = f"{memory / 2**20:9.1f}" if memory else f"{'n/a':>9s}"
+            mem_ratio = f"{memory / base[2]:6.2f}" if memory and base[2] else f"{'':6s}"
+            print(
+                f"{label:{label_width}s} {'on' if jit else 'off':>3s} {fwd:8.2f} "
+                f"{fwd / fwd_base:6.2f} {both:10.2f} {both / both_base:6.2f} {mem} {mem_ratio}",
+                flush=True,
+            )

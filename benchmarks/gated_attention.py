@@ -24,8 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from _timing import make_steps  # noqa: E402
-from _timing import paired_medians  # noqa: E402
+from _timing import print_comparison  # noqa: E402
 
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention  # noqa: E402
 
@@ -69,37 +68,15 @@ def main(argv=None):
         "warm-up runs; ratios against keras.layers.MultiHeadAttention with the "
         "same key padding mask (target <= 1.15)"
     )
-    header = (
-        f"{'configuration':28s} {'jit':>3s} {'fwd ms':>8s} {'x MHA':>6s} "
-        f"{'fwd+bwd ms':>10s} {'x MHA':>6s} {'peak MiB':>9s} {'x MHA':>6s}"
-    )
     key_dim = HIDDEN // HEADS
-    for jit in jits:
-        print("\n" + header)
-        print("-" * len(header))
-        keras.utils.set_random_seed(0)
-        mha = keras.layers.MultiHeadAttention(HEADS, key_dim)
-        mha(x, x, attention_mask=mask)
-        base = make_steps(mha, x, jit, attention_mask=mask)
-        fwd = paired_medians(base[0], base[0], args.warmup, args.repeats)[0]
-        both = paired_medians(base[1], base[1], args.warmup, args.repeats)[0]
-        rows = [("keras MHA + mask", fwd, fwd, both, both, base[2])]
-        for label, kwargs in VARIANTS:
-            keras.utils.set_random_seed(0)
-            layer = GatedMultiHeadAttention(HEADS, key_dim, **kwargs)
-            layer(x, x, attention_mask=mask)
-            row = make_steps(layer, x, jit, attention_mask=mask)
-            fwd_base, fwd = paired_medians(base[0], row[0], args.warmup, args.repeats)
-            both_base, both = paired_medians(base[1], row[1], args.warmup, args.repeats)
-            rows.append((label, fwd_base, fwd, both_base, both, row[2]))
-        for label, fwd_base, fwd, both_base, both, memory in rows:
-            mem = f"{memory / 2**20:9.1f}" if memory else f"{'n/a':>9s}"
-            mem_ratio = f"{memory / base[2]:6.2f}" if memory and base[2] else f"{'':6s}"
-            print(
-                f"{label:28s} {'on' if jit else 'off':>3s} {fwd:8.2f} {fwd / fwd_base:6.2f} "
-                f"{both:10.2f} {both / both_base:6.2f} {mem} {mem_ratio}",
-                flush=True,
-            )
+    print_comparison(
+        x, jits,
+        ("keras MHA + mask", lambda: keras.layers.MultiHeadAttention(HEADS, key_dim),
+         dict(attention_mask=mask)),
+        [(label, lambda kwargs=kwargs: GatedMultiHeadAttention(HEADS, key_dim, **kwargs), dict(attention_mask=mask))
+         for label, kwargs in VARIANTS],
+        args.warmup, args.repeats,
+    )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from _timing import make_steps  # noqa: E402
-from _timing import paired_medians  # noqa: E402
+from _timing import print_comparison  # noqa: E402
 
 from keras_structattn.layers import GraphMultiHeadAttention  # noqa: E402
 from keras_structattn.ops import relation_tables as rt  # noqa: E402
@@ -93,37 +92,15 @@ def main(argv=None):
         "warm-up runs; ratios against keras.layers.MultiHeadAttention with the "
         "same structure as a [B, L, L] attention mask"
     )
-    header = (
-        f"{'configuration':28s} {'jit':>3s} {'fwd ms':>8s} {'x MHA':>6s} "
-        f"{'fwd+bwd ms':>10s} {'x MHA':>6s} {'peak MiB':>9s} {'x MHA':>6s}"
-    )
     key_dim = HIDDEN // HEADS
-    for jit in jits:
-        print("\n" + header)
-        print("-" * len(header))
-        keras.utils.set_random_seed(0)
-        mha = keras.layers.MultiHeadAttention(HEADS, key_dim)
-        mha(x, x, attention_mask=mask_t)
-        base = make_steps(mha, x, jit, attention_mask=mask_t)
-        fwd = paired_medians(base[0], base[0], args.warmup, args.repeats)[0]
-        both = paired_medians(base[1], base[1], args.warmup, args.repeats)[0]
-        rows = [("keras MHA + mask", fwd, fwd, both, both, base[2])]
-        for label, kwargs in VARIANTS:
-            keras.utils.set_random_seed(0)
-            layer = GraphMultiHeadAttention(HEADS, key_dim, **kwargs)
-            layer(x, x, relations=relations_t)
-            row = make_steps(layer, x, jit, relations=relations_t)
-            fwd_base, fwd = paired_medians(base[0], row[0], args.warmup, args.repeats)
-            both_base, both = paired_medians(base[1], row[1], args.warmup, args.repeats)
-            rows.append((label, fwd_base, fwd, both_base, both, row[2]))
-        for label, fwd_base, fwd, both_base, both, memory in rows:
-            mem = f"{memory / 2**20:9.1f}" if memory else f"{'n/a':>9s}"
-            mem_ratio = f"{memory / base[2]:6.2f}" if memory and base[2] else f"{'':6s}"
-            print(
-                f"{label:28s} {'on' if jit else 'off':>3s} {fwd:8.2f} {fwd / fwd_base:6.2f} "
-                f"{both:10.2f} {both / both_base:6.2f} {mem} {mem_ratio}",
-                flush=True,
-            )
+    print_comparison(
+        x, jits,
+        ("keras MHA + mask", lambda: keras.layers.MultiHeadAttention(HEADS, key_dim),
+         dict(attention_mask=mask_t)),
+        [(label, lambda kwargs=kwargs: GraphMultiHeadAttention(HEADS, key_dim, **kwargs), dict(relations=relations_t))
+         for label, kwargs in VARIANTS],
+        args.warmup, args.repeats,
+    )
 
     times = []
     for _ in range(args.repeats):
