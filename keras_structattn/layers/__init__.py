@@ -17,3 +17,7 @@ from keras_structattn.layers.unified_attention import UnifiedAttentionBlock
 from keras_structattn.layers.unified_attention import UnifiedAttentionStack
 from keras_structattn.layers.unified_attention import split_attention
 from keras_structattn.layers.unified_attention import split_sequence
+from keras_structattn.layers.positional_attention import PositionalMultiHeadAttention
+from keras_structattn.layers.positional_attention import positional_multimodal_attention
+from keras_structattn.layers.positional_attention import positional_object_attention
+from keras_structattn.layers.positional_attention import positional_word_attention

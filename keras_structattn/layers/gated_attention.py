@@ -16,10 +16,11 @@ See /work/shared/specs/vl_attention_specs.md, section C.
 import keras
 from keras import ops
 
+from keras_structattn.layers._attend import allowed_from_mask
+from keras_structattn.layers._attend import attend
 from keras_structattn.layers._masking import check_explicit_attention_options
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
-from keras_structattn.ops.masked_softmax import masked_softmax
 
 # Channels of the gate's last axis (the order of S6, openvqa/models/muan).
 KEY_CHANNEL = 0
@@ -278,8 +279,14 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
             gates = self._gates(query, key)  # [B, T, N or 1, 2]
             query = ops.multiply(query, gates[..., QUERY_CHANNEL : QUERY_CHANNEL + 1])
             key = ops.multiply(key, gates[..., KEY_CHANNEL : KEY_CHANNEL + 1])
-        output, weights = self._attend(
-            query, key, value, attention_mask, training, need_weights=return_attention_scores
+        output, weights = attend(
+            self,
+            query,
+            key,
+            value,
+            allowed_from_mask(attention_mask),
+            training,
+            need_weights=return_attention_scores,
         )
         if self._use_gate:
             output = ops.multiply(output, output_gate)
@@ -311,40 +318,3 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         if not self._gate_per_head:
             gates = ops.broadcast_to(gates, (shape[0], self._num_heads, shape[1], 2))
         return gates
-
-    def _attend(self, query, key, value, attention_mask, training, need_weights=True):
-        """Masked attention over projected `[B, T, N, d]` inputs.
-
-        Float32 logits and softmax, rows without an allowed key zeroed
-        (`masked_softmax`). Returns `(output [B, T, N, dv], weights
-        [B, N, T, S] float32, or None when not `need_weights`)`.
-        """
-        allowed = None
-        if attention_mask is not None:
-            allowed = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
-        dropout = self._dropout > 0.0 and training
-        fused = (
-            not need_weights
-            and not dropout
-            and self.compute_dtype == "float32"
-            # JAX's kernel wants values as wide as keys.
-            and self._value_dim == self._key_dim
-        )
-        if fused:
-            # The fused kernel Keras MHA uses (faster under XLA); it averages
-            # the values of a row without any allowed key, so such rows are
-            # zeroed afterwards, as zero weights would give.
-            output = ops.dot_product_attention(
-                query, key, value, mask=allowed, scale=self._inverse_sqrt_key_dim
-            )
-            if allowed is not None:
-                # [B, 1 or N, T, S] -> [B, T, 1 or N, 1]
-                has_key = ops.transpose(ops.any(allowed, axis=-1), (0, 2, 1))[..., None]
-                output = ops.where(has_key, output, ops.zeros_like(output))
-            return output, None
-        query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
-        logits = ops.einsum(self._dot_product_equation, key, query)
-        weights = masked_softmax(logits, allowed)
-        dropped = self._dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
-        output = ops.einsum(self._combine_equation, dropped, value)
-        return output, weights

@@ -35,3 +35,7 @@ from keras_structattn.ops.spatial_graph import textvqa_relations_numpy
 from keras_structattn.ops.kmeans import kmeans_plus_plus
 from keras_structattn.ops.kmeans import minibatch_kmeans
 from keras_structattn.ops.masked_softmax import masked_softmax
+from keras_structattn.ops.box_geometry import box_position_features
+from keras_structattn.ops.box_geometry import geometry_embedding
+from keras_structattn.ops.box_geometry import geometry_logits
+from keras_structattn.ops.box_geometry import relative_geometry

@@ -1,0 +1,309 @@
+"""Relative box geometry and its sinusoidal embedding (Relation Networks).
+
+Seed 003 (Mao et al., positional attention, Eqs. 13-14) builds the
+positional attention map between two objects from their relative geometry,
+as Relation Networks (Hu et al., CVPR 2018) do. For query box i and key box
+j, with centres `(x, y)` and sizes `(w, h)`:
+
+    R_ij = (log(max(|x_i - x_j| / w_i, clip)),
+            log(max(|y_i - y_j| / h_i, clip)),
+            log(w_j / w_i),
+            log(h_j / h_i))
+
+then each of the 4 features is embedded with sines and cosines of
+`scale * R / wavelength^(k / F)`, k = 0..F-1, F = dim / 8 (64 channels, 8
+frequencies, wavelength 1000, scale 100 in both papers' code).
+
+Conventions (see ../shared/specs/vl_attention_specs.md, D.2-D.4):
+
+* **Size ratio sign.** The paper's Eq. 14 writes `log(w_j / w_i)` (key over
+  query, `size_ratio="key_over_query"`, our default); the released code of
+  both Relation Networks and MCAN+PA computes `log(w_i / w_j)`
+  (`"query_over_key"`). The two differ by the sign of features 3 and 4.
+* **Size offset.** The released code measures `w = x2 - x1 + 1` (a pixel
+  convention) even on normalised boxes; `size_offset=1.0` reproduces it, the
+  default 0 measures boxes as they are.
+* **Channel order.** `"sin_cos"` (MCAN+PA's code): 32 sines, then 32
+  cosines, each block feature-major (feature a, then frequency k).
+  `"per_feature"` (Relation Networks' code): for each feature, its 8 sines
+  then its 8 cosines. The two are a permutation of each other.
+* Sizes below `MIN_SIZE` are taken as `MIN_SIZE`, so padding (all-zero)
+  boxes give large but finite features, never inf or NaN.
+
+Everything here is float32, also under mixed precision: log-ratios times
+100 reach hundreds of radians, where float16 keeps no fraction at all.
+"""
+
+from keras import ops
+
+from keras_structattn.ops import _checks
+
+SIZE_RATIOS = ("key_over_query", "query_over_key")
+ORDERINGS = ("sin_cos", "per_feature")
+# The narrowest box size taken as it is (normalised units).
+MIN_SIZE = 1e-6
+# Relative-geometry features per pair.
+NUM_GEOMETRY_FEATURES = 4
+
+
+def _check_boxes(name, boxes):
+    if len(boxes.shape) < 2 or boxes.shape[-1] != 4:
+        raise ValueError(
+            f"Argument `{name}` must be boxes [..., N, 4] as [x1, y1, x2, y2]. "
+            f"Received: {name}.shape={tuple(boxes.shape)}"
+        )
+
+
+def check_geometry_options(size_ratio, size_offset, clip):
+    """Validates the options of `relative_geometry` (raises ValueError)."""
+    _checks.one_of("size_ratio", size_ratio, SIZE_RATIOS)
+    if isinstance(size_offset, bool) or not isinstance(size_offset, (int, float)) or size_offset < 0:
+        raise ValueError(
+            "Argument `size_offset` must be a number >= 0 (0 for boxes measured as "
+            f"they are, 1 for the released code's pixel convention). Received: {size_offset!r}"
+        )
+    _checks.positive_float("clip", clip)
+
+
+def check_embedding_options(dim, wavelength, scale, ordering):
+    """Validates the options of `geometry_embedding` (raises ValueError)."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8 or dim % 8:
+        raise ValueError(
+            "Argument `dim` (the geometry embedding width) must be a positive multiple "
+            f"of 8 (4 features x sin and cos x frequencies). Received: {dim!r}"
+        )
+    _checks.positive_float("wavelength", wavelength)
+    _checks.positive_float("scale", scale)
+    _checks.one_of("ordering", ordering, ORDERINGS)
+
+
+def _centres_and_log_sizes(boxes, size_offset):
+    """`(cx, cy, log w, log h)`, each float32 `[..., N]`."""
+    x1, y1, x2, y2 = (boxes[..., i] for i in range(4))
+    width = ops.maximum(x2 - x1 + size_offset, MIN_SIZE)
+    height = ops.maximum(y2 - y1 + size_offset, MIN_SIZE)
+    return (x1 + x2) * 0.5, (y1 + y2) * 0.5, ops.log(width), ops.log(height)
+
+
+def _offset_features(query_boxes, key_boxes, size_offset, clip):
+    """Features 1 and 2: `log(max(|dc| / size_i, clip))`, float32
+    `[..., Nq, Nk, 2]`.
+
+    Computed as `log(max(|dc|, clip * size_i)) - log(size_i)`: the same
+    number for a positive size, without a division.
+    """
+    qx, qy, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
+    kx, ky, _, _ = _centres_and_log_sizes(key_boxes, size_offset)
+    features = []
+    for q_centre, k_centre, q_log_size in ((qx, kx, qlw), (qy, ky, qlh)):
+        offset = ops.abs(q_centre[..., :, None] - k_centre[..., None, :])
+        floor = clip * ops.exp(q_log_size)[..., :, None]
+        features.append(ops.log(ops.maximum(offset, floor)) - q_log_size[..., :, None])
+    return ops.stack(features, axis=-1)
+
+
+def relative_geometry(
+    query_boxes,
+    key_boxes=None,
+    size_ratio="key_over_query",
+    size_offset=0.0,
+    clip=1e-3,
+):
+    """The 4 relative-geometry features of every (query box, key box) pair.
+
+    Args:
+        query_boxes: `[..., Nq, 4]` boxes `[x1, y1, x2, y2]` (normalised or
+            pixels; the features are invariant to translation and scale).
+        key_boxes: `[..., Nk, 4]`, or None for `query_boxes`.
+        size_ratio: `"key_over_query"` (the paper's `log(w_j / w_i)`) or
+            `"query_over_key"` (the released code's `log(w_i / w_j)`).
+        size_offset: added to every width and height (1 = the released
+            code's `x2 - x1 + 1`).
+        clip: the floor of `|dx| / w_i` and `|dy| / h_i` before the log
+            (1e-3 in both papers' code).
+
+    Returns:
+        float32 `[..., Nq, Nk, 4]`: `(log max(|dx|/w_i, clip), log max(|dy|/
+        h_i, clip), log w ratio, log h ratio)`.
+    """
+    check_geometry_options(size_ratio, size_offset, clip)
+    query_boxes = ops.cast(ops.convert_to_tensor(query_boxes), "float32")
+    key_boxes = query_boxes if key_boxes is None else ops.cast(
+        ops.convert_to_tensor(key_boxes), "float32"
+    )
+    _check_boxes("query_boxes", query_boxes)
+    _check_boxes("key_boxes", key_boxes)
+    offsets = _offset_features(query_boxes, key_boxes, size_offset, clip)
+    _, _, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
+    _, _, klw, klh = _centres_and_log_sizes(key_boxes, size_offset)
+    sign = 1.0 if size_ratio == "key_over_query" else -1.0
+    ratios = [
+        sign * (k[..., None, :] - q[..., :, None]) for q, k in ((qlw, klw), (qlh, klh))
+    ]
+    return ops.concatenate([offsets, ops.stack(ratios, axis=-1)], axis=-1)
+
+
+def frequencies(dim, wavelength=1000.0, scale=100.0):
+    """The `dim / 8` angular rates `scale / wavelength^(k / (dim / 8))`.
+
+    Returns:
+        a Python list of floats (k = 0 first).
+    """
+    num = dim // (2 * NUM_GEOMETRY_FEATURES)
+    return [scale / wavelength ** (k / num) for k in range(num)]
+
+
+def geometry_embedding(geometry, dim=64, wavelength=1000.0, scale=100.0, ordering="sin_cos"):
+    """Sinusoidal embedding of relative geometry (Relation Networks).
+
+    Args:
+        geometry: float `[..., 4]` features (`relative_geometry`).
+        dim: the embedding width, a multiple of 8: `dim / 8` frequencies
+            for each of the 4 features, with a sine and a cosine each.
+        wavelength, scale: the angle of feature value g at frequency k is
+            `scale * g / wavelength^(k / (dim / 8))`.
+        ordering: `"sin_cos"` (all sines, then all cosines; within each,
+            feature-major) or `"per_feature"` (for each feature, its sines
+            then its cosines).
+
+    Returns:
+        float32 `[..., dim]`.
+    """
+    check_embedding_options(dim, wavelength, scale, ordering)
+    geometry = ops.cast(ops.convert_to_tensor(geometry), "float32")
+    if geometry.shape[-1] != NUM_GEOMETRY_FEATURES:
+        raise ValueError(
+            "Argument `geometry` must end with the 4 relative-geometry features. "
+            f"Received: geometry.shape={tuple(geometry.shape)}"
+        )
+    rates = ops.convert_to_tensor(frequencies(dim, wavelength, scale), "float32")
+    angles = geometry[..., :, None] * rates  # [..., 4, F]
+    sines, cosines = ops.sin(angles), ops.cos(angles)
+    shape = tuple(ops.shape(geometry)[:-1]) + (dim,)
+    if ordering == "sin_cos":
+        return ops.reshape(ops.stack([sines, cosines], axis=-3), shape)
+    return ops.reshape(ops.stack([sines, cosines], axis=-2), shape)
+
+
+def embedding_index(dim, ordering):
+    """Where channel (feature a, sin/cos s, frequency k) sits in the embedding.
+
+    Returns:
+        a function `(a, s, k) -> channel`, s = 0 for the sine and 1 for the
+        cosine; used to read embedding-sized weights in either ordering.
+    """
+    num = dim // (2 * NUM_GEOMETRY_FEATURES)
+    if ordering == "sin_cos":
+        return lambda a, s, k: (s * NUM_GEOMETRY_FEATURES + a) * num + k
+    return lambda a, s, k: (a * 2 + s) * num + k
+
+
+def geometry_logits(
+    query_boxes,
+    key_boxes,
+    kernel,
+    bias=None,
+    wavelength=1000.0,
+    scale=100.0,
+    ordering="sin_cos",
+    size_ratio="key_over_query",
+    size_offset=0.0,
+    clip=1e-3,
+):
+    """Per-head geometry logits `E(R_ij) . kernel[:, h] + bias[h]`.
+
+    Equal to projecting `geometry_embedding(relative_geometry(...))` with
+    `kernel`, but the `[..., Nq, Nk, dim]` embedding is never built whole:
+    the size-ratio features are differences `log s_j - log s_i`, so by
+    `sin(b - a) = sin b cos a - cos b sin a` (and the cosine likewise) their
+    half of the projection is a product of per-box terms, an attention-like
+    `[Nq, 2F] x [Nk, 2F]` contraction per head, with sines of `N` angles
+    instead of `Nq * Nk`. Only the two centre-offset features (not
+    separable: they hold `|x_i - x_j|`) are embedded per pair, so the
+    largest intermediate is `[..., Nq, Nk, dim / 2]`. The angle-sum form
+    differs from sines of the differences by float32 rounding of the
+    per-box angles (about 1e-7 relative to `scale * |log size|`).
+
+    Args:
+        query_boxes: `[..., Nq, 4]` boxes `[x1, y1, x2, y2]`.
+        key_boxes: `[..., Nk, 4]` boxes.
+        kernel: `[dim, heads]` weights, rows in the embedding's `ordering`.
+        bias: None or `[heads]`.
+        wavelength, scale, ordering: as in `geometry_embedding`.
+        size_ratio, size_offset, clip: as in `relative_geometry`.
+
+    Returns:
+        float32 `[..., heads, Nq, Nk]`.
+    """
+    dim = kernel.shape[0]
+    check_embedding_options(dim, wavelength, scale, ordering)
+    check_geometry_options(size_ratio, size_offset, clip)
+    query_boxes = ops.cast(ops.convert_to_tensor(query_boxes), "float32")
+    key_boxes = ops.cast(ops.convert_to_tensor(key_boxes), "float32")
+    _check_boxes("query_boxes", query_boxes)
+    _check_boxes("key_boxes", key_boxes)
+    rates = frequencies(dim, wavelength, scale)
+    num = len(rates)
+    rates = ops.convert_to_tensor(rates, "float32")
+    # [4 features, 2 (sin, cos), F, heads], whatever the ordering.
+    kernel = ops.cast(kernel, "float32")
+    heads = kernel.shape[-1]
+    if ordering == "sin_cos":
+        weights = ops.transpose(ops.reshape(kernel, (2, 4, num, heads)), (1, 0, 2, 3))
+    else:
+        weights = ops.reshape(kernel, (4, 2, num, heads))
+
+    # Centre offsets: embedded per pair, [..., Nq, Nk, 2 features, 2, F].
+    angles = _offset_features(query_boxes, key_boxes, size_offset, clip)[..., None] * rates
+    embedded = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-2)
+    logits = ops.einsum("...ijasf,asfh->...hij", embedded, weights[:2])
+
+    # Size ratios: angle = t_j - t_i with per-box t = sign * rate * log size.
+    sign = 1.0 if size_ratio == "key_over_query" else -1.0
+    _, _, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
+    _, _, klw, klh = _centres_and_log_sizes(key_boxes, size_offset)
+    for feature, (q_log, k_log) in ((2, (qlw, klw)), (3, (qlh, klh))):
+        q_angle = sign * q_log[..., None] * rates  # [..., Nq, F]
+        k_angle = sign * k_log[..., None] * rates  # [..., Nk, F]
+        w_sin, w_cos = weights[feature, 0], weights[feature, 1]  # [F, heads]
+        k_sin, k_cos = ops.sin(k_angle)[..., None], ops.cos(k_angle)[..., None]
+        # sum_k w_sin sin(t_j - t_i) + w_cos cos(t_j - t_i)
+        #   = sum_k cos t_i (w_sin sin t_j + w_cos cos t_j)
+        #         + sin t_i (w_cos sin t_j - w_sin cos t_j)
+        query_terms = ops.concatenate([ops.cos(q_angle), ops.sin(q_angle)], axis=-1)
+        key_terms = ops.concatenate(
+            [k_sin * w_sin + k_cos * w_cos, k_sin * w_cos - k_cos * w_sin], axis=-2
+        )  # [..., Nk, 2F, heads]
+        logits = logits + ops.einsum("...if,...jfh->...hij", query_terms, key_terms)
+    if bias is not None:
+        logits = logits + ops.cast(bias, "float32")[:, None, None]
+    return logits
+
+
+def box_position_features(boxes, image_size=None):
+    """The 5-d box feature of MCAN+PA's PMA: `[x1/W, y1/H, x2/W, y2/H, area]`.
+
+    Args:
+        boxes: `[..., N, 4]` boxes `[x1, y1, x2, y2]`, in pixels when
+            `image_size` is given, else already normalised.
+        image_size: None, or the image's `(width, height)`: a pair, or a
+            tensor `[..., 2]` (one per image, broadcast over the boxes).
+
+    Returns:
+        float32 `[..., N, 5]`; the area is `(x2 - x1)(y2 - y1) / (W H)`, so
+        all-zero padding rows stay all zero.
+    """
+    boxes = ops.cast(ops.convert_to_tensor(boxes), "float32")
+    _check_boxes("boxes", boxes)
+    if image_size is not None:
+        size = ops.cast(ops.convert_to_tensor(image_size), "float32")
+        if size.shape[-1] != 2:
+            raise ValueError(
+                "Argument `image_size` must be (width, height) or [..., 2]. "
+                f"Received: image_size.shape={tuple(size.shape)}"
+            )
+        size = ops.expand_dims(size, -2)  # over the boxes
+        boxes = boxes / ops.concatenate([size, size], axis=-1)
+    area = (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
+    return ops.concatenate([boxes, area[..., None]], axis=-1)
+
