@@ -12,18 +12,28 @@ import time
 import keras
 
 
+def _split_kwargs(kwargs):
+    """(tensor kwargs, other kwargs): tensors become arguments of the
+    compiled steps, so that XLA cannot constant-fold work that depends on
+    them only (e.g. a geometry map computed from fixed boxes)."""
+    tensors = {k: v for k, v in kwargs.items() if hasattr(v, "shape")}
+    return tensors, {k: v for k, v in kwargs.items() if k not in tensors}
+
+
 def _make_tf_steps(layer, x, jit, kwargs):
     import tensorflow as tf
 
-    @tf.function(jit_compile=jit)
-    def forward(x):
-        return layer(x, x, **kwargs)
+    tensors, static = _split_kwargs(kwargs)
 
     @tf.function(jit_compile=jit)
-    def forward_backward(x):
+    def forward(x, tensors):
+        return layer(x, x, **tensors, **static)
+
+    @tf.function(jit_compile=jit)
+    def forward_backward(x, tensors):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y = layer(x, x, **kwargs)
+            y = layer(x, x, **tensors, **static)
             loss = tf.reduce_sum(tf.cast(y, "float32") ** 2)
         return tape.gradient(loss, [x] + layer.trainable_variables)
 
@@ -32,34 +42,39 @@ def _make_tf_steps(layer, x, jit, kwargs):
         for t in out:
             getattr(t, "values", t).numpy()  # IndexedSlices for embeddings
 
-    return (lambda: block(forward(x))), (lambda: block(forward_backward(x))), None
+    return (
+        (lambda: block(forward(x, tensors))),
+        (lambda: block(forward_backward(x, tensors))),
+        None,
+    )
 
 
 def _make_jax_steps(layer, x, jit, kwargs):
     import jax
     import jax.numpy as jnp
 
+    tensors, static = _split_kwargs(kwargs)
     trainable = [v.value for v in layer.trainable_variables]
     non_trainable = [v.value for v in layer.non_trainable_variables]
 
-    def forward(trainable, x):
-        y, _ = layer.stateless_call(trainable, non_trainable, x, x, **kwargs)
+    def forward(trainable, x, tensors):
+        y, _ = layer.stateless_call(trainable, non_trainable, x, x, **tensors, **static)
         return y
 
-    def loss(trainable, x):
-        return jnp.sum(forward(trainable, x).astype("float32") ** 2)
+    def loss(trainable, x, tensors):
+        return jnp.sum(forward(trainable, x, tensors).astype("float32") ** 2)
 
     grad = jax.grad(loss, argnums=(0, 1))
     memory = None
     if jit:
-        compiled = jax.jit(grad).lower(trainable, x).compile()
+        compiled = jax.jit(grad).lower(trainable, x, tensors).compile()
         analysis = compiled.memory_analysis()
         if analysis is not None:
             memory = analysis.temp_size_in_bytes + analysis.output_size_in_bytes
         forward, grad = jax.jit(forward), compiled
     return (
-        lambda: jax.block_until_ready(forward(trainable, x)),
-        lambda: jax.block_until_ready(grad(trainable, x)),
+        lambda: jax.block_until_ready(forward(trainable, x, tensors)),
+        lambda: jax.block_until_ready(grad(trainable, x, tensors)),
         memory,
     )
 

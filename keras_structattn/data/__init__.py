@@ -8,6 +8,8 @@ Modules:
     batching: the bucketed `tf.data` pipeline of `((source, decoder_inputs),
         targets)` batches.
     recorded: those batches recorded once and replayed with NumPy alone.
+    shapes_world: the generated vision-and-language dataset (captions,
+        VQA, grounding, TextVQA) written in the real formats; NumPy only.
 
 TensorFlow is imported on first use of an in-graph function, so the rest
 works on machines without it.
@@ -31,3 +33,5 @@ from keras_structattn.data.vocab import UNK_ID
 from keras_structattn.data.vocab import CharVocab
 from keras_structattn.data.vocab import SubwordVocab
 from keras_structattn.data.vocab import load_vocab
+from keras_structattn.data import shapes_world
+from keras_structattn.data.shapes_world import generate as generate_shapes_world

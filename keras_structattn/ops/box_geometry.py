@@ -37,6 +37,7 @@ Everything here is float32, also under mixed precision: log-ratios times
 from keras import ops
 
 from keras_structattn.ops import _checks
+from keras_structattn.ops.trig import sin_cos
 
 SIZE_RATIOS = ("key_over_query", "query_over_key")
 ORDERINGS = ("sin_cos", "per_feature")
@@ -85,9 +86,9 @@ def _centres_and_log_sizes(boxes, size_offset):
     return (x1 + x2) * 0.5, (y1 + y2) * 0.5, ops.log(width), ops.log(height)
 
 
-def _offset_features(query_boxes, key_boxes, size_offset, clip):
+def _offset_features(query_boxes, key_boxes, size_offset, clip, axis=-1):
     """Features 1 and 2: `log(max(|dc| / size_i, clip))`, float32
-    `[..., Nq, Nk, 2]`.
+    `[..., Nq, Nk, 2]` (stacked on `axis`).
 
     Computed as `log(max(|dc|, clip * size_i)) - log(size_i)`: the same
     number for a positive size, without a division.
@@ -99,7 +100,7 @@ def _offset_features(query_boxes, key_boxes, size_offset, clip):
         offset = ops.abs(q_centre[..., :, None] - k_centre[..., None, :])
         floor = clip * ops.exp(q_log_size)[..., :, None]
         features.append(ops.log(ops.maximum(offset, floor)) - q_log_size[..., :, None])
-    return ops.stack(features, axis=-1)
+    return ops.stack(features, axis=axis)
 
 
 def relative_geometry(
@@ -178,7 +179,7 @@ def geometry_embedding(geometry, dim=64, wavelength=1000.0, scale=100.0, orderin
         )
     rates = ops.convert_to_tensor(frequencies(dim, wavelength, scale), "float32")
     angles = geometry[..., :, None] * rates  # [..., 4, F]
-    sines, cosines = ops.sin(angles), ops.cos(angles)
+    sines, cosines = sin_cos(angles)
     shape = tuple(ops.shape(geometry)[:-1]) + (dim,)
     if ordering == "sin_cos":
         return ops.reshape(ops.stack([sines, cosines], axis=-3), shape)
@@ -213,68 +214,90 @@ def geometry_logits(
     """Per-head geometry logits `E(R_ij) . kernel[:, h] + bias[h]`.
 
     Equal to projecting `geometry_embedding(relative_geometry(...))` with
-    `kernel`, but the `[..., Nq, Nk, dim]` embedding is never built whole:
-    the size-ratio features are differences `log s_j - log s_i`, so by
-    `sin(b - a) = sin b cos a - cos b sin a` (and the cosine likewise) their
-    half of the projection is a product of per-box terms, an attention-like
-    `[Nq, 2F] x [Nk, 2F]` contraction per head, with sines of `N` angles
-    instead of `Nq * Nk`. Only the two centre-offset features (not
-    separable: they hold `|x_i - x_j|`) are embedded per pair, so the
-    largest intermediate is `[..., Nq, Nk, dim / 2]`. The angle-sum form
-    differs from sines of the differences by float32 rounding of the
-    per-box angles (about 1e-7 relative to `scale * |log size|`).
+    `kernel`, computed so that the `[B, Nq, Nk, dim]` embedding is never
+    built whole:
+
+    * The size-ratio features are differences `log s_j - log s_i`, so by
+      `sin(b - a) = sin b cos a - cos b sin a` (and the cosine likewise)
+      their half of the projection is a product of per-box terms: an
+      attention-like `[Nq, 2F] x [Nk, 2F]` contraction per head, with sines
+      of `B N F` angles instead of `B Nq Nk F`.
+    * Only the two centre-offset features (not separable: they hold
+      `|x_i - x_j|`) are embedded per pair, channels first (`[B, dim / 2,
+      Nq Nk]`), and projected by a matmul `[heads, dim / 2] x [dim / 2,
+      Nq Nk]` per image: with the pairs on the last axis XLA keeps the sines
+      and the matmul apart and runs the matmul as such (2.5x faster than the
+      pairs-first layout on CPU), and the result comes out heads-second.
+
+    The angle-sum form differs from sines of the differences by float32
+    rounding of the per-box angles (about 1e-7 of `scale |log size|`).
 
     Args:
-        query_boxes: `[..., Nq, 4]` boxes `[x1, y1, x2, y2]`.
-        key_boxes: `[..., Nk, 4]` boxes.
+        query_boxes: `[B, Nq, 4]` boxes `[x1, y1, x2, y2]`.
+        key_boxes: `[B, Nk, 4]` boxes.
         kernel: `[dim, heads]` weights, rows in the embedding's `ordering`.
         bias: None or `[heads]`.
         wavelength, scale, ordering: as in `geometry_embedding`.
         size_ratio, size_offset, clip: as in `relative_geometry`.
 
     Returns:
-        float32 `[..., heads, Nq, Nk]`.
+        float32 `[B, heads, Nq, Nk]`.
     """
     dim = kernel.shape[0]
     check_embedding_options(dim, wavelength, scale, ordering)
     check_geometry_options(size_ratio, size_offset, clip)
     query_boxes = ops.cast(ops.convert_to_tensor(query_boxes), "float32")
     key_boxes = ops.cast(ops.convert_to_tensor(key_boxes), "float32")
-    _check_boxes("query_boxes", query_boxes)
-    _check_boxes("key_boxes", key_boxes)
+    for name, boxes in (("query_boxes", query_boxes), ("key_boxes", key_boxes)):
+        _check_boxes(name, boxes)
+        if len(boxes.shape) != 3:
+            raise ValueError(
+                f"Argument `{name}` must be [B, N, 4] here. Received: {name}.shape="
+                f"{tuple(boxes.shape)}"
+            )
     rates = frequencies(dim, wavelength, scale)
     num = len(rates)
-    rates = ops.convert_to_tensor(rates, "float32")
-    # [4 features, 2 (sin, cos), F, heads], whatever the ordering.
     kernel = ops.cast(kernel, "float32")
     heads = kernel.shape[-1]
+    # [4 features, 2 (sin, cos), F, heads], whatever the ordering.
     if ordering == "sin_cos":
         weights = ops.transpose(ops.reshape(kernel, (2, 4, num, heads)), (1, 0, 2, 3))
     else:
         weights = ops.reshape(kernel, (4, 2, num, heads))
 
-    # Centre offsets: embedded per pair, [..., Nq, Nk, 2 features, 2, F].
-    angles = _offset_features(query_boxes, key_boxes, size_offset, clip)[..., None] * rates
-    embedded = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-2)
-    logits = ops.einsum("...ijasf,asfh->...hij", embedded, weights[:2])
+    # Centre offsets, embedded per pair with the pairs last: [B, 2 features,
+    # F, Nq, Nk] angles -> [B, 2, 2, F, Nq Nk] -> [B, heads, Nq Nk].
+    offsets = _offset_features(query_boxes, key_boxes, size_offset, clip, axis=1)
+    angles = offsets[:, :, None] * ops.reshape(
+        ops.convert_to_tensor(rates, "float32"), (num, 1, 1)
+    )
+    embedded = ops.stack(sin_cos(angles), axis=2)
+    shape = ops.shape(offsets)
+    batch, q_len, k_len = shape[0], shape[2], shape[3]
+    embedded = ops.reshape(embedded, (batch, 4 * num, q_len * k_len))
+    offset_weights = ops.transpose(ops.reshape(weights[:2], (4 * num, heads)))
+    logits = ops.reshape(ops.matmul(offset_weights, embedded), (batch, heads, q_len, k_len))
 
-    # Size ratios: angle = t_j - t_i with per-box t = sign * rate * log size.
+    # Size ratios: angle = t_j - t_i with per-box t = sign * rate * log size;
+    # sum_k w_sin sin(t_j - t_i) + w_cos cos(t_j - t_i)
+    #   = sum_k cos t_i (w_sin sin t_j + w_cos cos t_j)
+    #         + sin t_i (w_cos sin t_j - w_sin cos t_j),
+    # for both features at once: [B, 1, Nq, 4F] x [B, heads, 4F, Nk].
     sign = 1.0 if size_ratio == "key_over_query" else -1.0
+    rates = ops.convert_to_tensor(rates, "float32")
     _, _, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
     _, _, klw, klh = _centres_and_log_sizes(key_boxes, size_offset)
+    query_terms, key_terms = [], []
     for feature, (q_log, k_log) in ((2, (qlw, klw)), (3, (qlh, klh))):
-        q_angle = sign * q_log[..., None] * rates  # [..., Nq, F]
-        k_angle = sign * k_log[..., None] * rates  # [..., Nk, F]
-        w_sin, w_cos = weights[feature, 0], weights[feature, 1]  # [F, heads]
-        k_sin, k_cos = ops.sin(k_angle)[..., None], ops.cos(k_angle)[..., None]
-        # sum_k w_sin sin(t_j - t_i) + w_cos cos(t_j - t_i)
-        #   = sum_k cos t_i (w_sin sin t_j + w_cos cos t_j)
-        #         + sin t_i (w_cos sin t_j - w_sin cos t_j)
-        query_terms = ops.concatenate([ops.cos(q_angle), ops.sin(q_angle)], axis=-1)
-        key_terms = ops.concatenate(
-            [k_sin * w_sin + k_cos * w_cos, k_sin * w_cos - k_cos * w_sin], axis=-2
-        )  # [..., Nk, 2F, heads]
-        logits = logits + ops.einsum("...if,...jfh->...hij", query_terms, key_terms)
+        q_sin, q_cos = sin_cos(sign * q_log[..., None] * rates)  # [B, Nq, F]
+        # [B, 1, F, Nk] key terms against [1, heads, F, 1] weights.
+        k_sin, k_cos = (t[:, None] for t in sin_cos(sign * k_log[:, None, :] * rates[:, None]))
+        w_sin, w_cos = (ops.transpose(weights[feature, s])[None, :, :, None] for s in (0, 1))
+        query_terms += [q_cos, q_sin]
+        key_terms += [k_sin * w_sin + k_cos * w_cos, k_sin * w_cos - k_cos * w_sin]
+    query_terms = ops.concatenate(query_terms, axis=-1)[:, None]  # [B, 1, Nq, 4F]
+    key_terms = ops.concatenate(key_terms, axis=-2)  # [B, heads, 4F, Nk]
+    logits = logits + ops.matmul(query_terms, key_terms)
     if bias is not None:
         logits = logits + ops.cast(bias, "float32")[:, None, None]
     return logits

@@ -1,0 +1,226 @@
+"""Captions: five references per scene from varied templates.
+
+Each scene gets `NUM_REFERENCES` distinct captions, each from a template
+*group*, with synonyms for shapes, sizes and relations drawn per caption:
+
+| group | example |
+| --- | --- |
+| count | "five shapes on a dark background" |
+| shape_counts | "two circles, a square and a diamond" |
+| attributes | "a large red square, a small blue disc and a yellow triangle" |
+| relation | "a red circle to the left of a blue square" |
+| nested | "a small green triangle inside a big yellow circle" |
+| text | "a blue square with the word cafe on it" |
+| biggest | "a big red square and four smaller shapes" |
+
+The first groups used are a relation one (when the scene has any stated
+relation), a count one and the attributes one; the others follow in random
+order, then more draws of every group until five distinct strings exist.
+Every caption records the facts it states (`describe` module docstring).
+"""
+
+from keras_structattn.data.shapes_world import describe as d
+from keras_structattn.data.shapes_world.relations import DIRECTIONS
+from keras_structattn.data.shapes_world.relations import stated_relation
+from keras_structattn.data.shapes_world.scenes import SHAPES
+
+NUM_REFERENCES = 5
+_MAX_DRAWS = 60
+
+
+def _full(shape, rng):
+    """A describing filter of a shape: colour and shape, sometimes size."""
+    attributes = ("size", "color", "shape") if rng.random() < 0.4 else ("color", "shape")
+    return d.values(shape, attributes)
+
+
+def _attributes_fact(scene, i, f):
+    return {"kind": "attributes", "node": f"o{i}", "values": f}
+
+
+def _count(scene, rng):
+    n = len(scene.shapes)
+    noun = "shape" if n == 1 else "shapes"
+    what = "one shape" if n == 1 else f"{d.NUMBER_WORDS[n]} {noun}"
+    text = d.choice(rng, (
+        f"{what} on a dark background",
+        f"a picture of {what}",
+        f"an image with {what}",
+        f"{what} on a black canvas",
+    ))
+    return text, [{"kind": "count", "of": "shapes", "filter": {}, "count": n}]
+
+
+def _shape_counts(scene, rng):
+    present = [s for s in SHAPES if any(o.shape == s for o in scene.shapes)]
+    order = rng.permutation(len(present))
+    parts, facts = [], []
+    for k in order:
+        shape = present[k]
+        count = len(d.matching(scene.shapes, {"shape": shape}))
+        parts.append(d.count_phrase(count, {"shape": shape}, rng))
+        facts.append({"kind": "count", "of": "shapes", "filter": {"shape": shape}, "count": count})
+    prefix = d.choice(rng, ("", "a dark image with ", "there are ", "a picture showing "))
+    if prefix == "there are " and len(parts) == 1 and parts[0].startswith("a"):
+        prefix = "there is "
+    return prefix + d.join_list(parts), facts
+
+
+def _attributes(scene, rng):
+    n = len(scene.shapes)
+    chosen = sorted(rng.choice(n, size=min(3, n), replace=False).tolist())
+    parts, facts = [], []
+    for i in chosen:
+        f = _full(scene.shapes[i], rng)
+        parts.append(d.noun_phrase(f, rng, determiner="a"))
+        facts.append(_attributes_fact(scene, i, f))
+    text = d.join_list(parts)
+    if n > len(chosen):
+        text += d.choice(rng, (" among other shapes", " and more shapes", ""))
+    return text, facts
+
+
+def _pair_text(scene, a, relation, b, rng):
+    fa, fb = _full(scene.shapes[a], rng), _full(scene.shapes[b], rng)
+    pa, pb = d.noun_phrase(fa, rng, "a"), d.noun_phrase(fb, rng, "a")
+    word = d.relation_word(relation, rng)
+    text = d.choice(rng, (f"{pa} {word} {pb}", f"{pa} is {word} {pb}", f"there is {pa} {word} {pb}"))
+    facts = [
+        {"kind": "relation", "a": f"o{a}", "relation": relation, "b": f"o{b}"},
+        _attributes_fact(scene, a, fa),
+        _attributes_fact(scene, b, fb),
+    ]
+    return text, facts
+
+
+def _direction_pairs(scene):
+    n = len(scene.shapes)
+    out = []
+    for a in range(n):
+        for b in range(n):
+            relation = stated_relation(scene, f"o{a}", f"o{b}") if a != b else None
+            if relation in DIRECTIONS:
+                out.append((a, relation, b))
+    return out
+
+
+def _relation(scene, rng):
+    pairs = _direction_pairs(scene)
+    if not pairs:
+        return None
+    return _pair_text(scene, *d.choice(rng, pairs), rng)
+
+
+def _nested(scene, rng):
+    pairs = [(i, o.parent) for i, o in enumerate(scene.shapes) if o.parent is not None]
+    pairs = [(c, p) for c, p in pairs if stated_relation(scene, f"o{c}", f"o{p}") == "inside"]
+    if not pairs:
+        return None
+    c, p = d.choice(rng, pairs)
+    fc, fp = _full(scene.shapes[c], rng), _full(scene.shapes[p], rng)
+    pc, pp = d.noun_phrase(fc, rng, "a"), d.noun_phrase(fp, rng, "a")
+    if rng.random() < 0.5:
+        text = f"{pc} {d.relation_word('inside', rng)} {pp}"
+        fact = {"kind": "relation", "a": f"o{c}", "relation": "inside", "b": f"o{p}"}
+    else:
+        text = f"{pp} {d.relation_word('contains', rng)} {pc}"
+        fact = {"kind": "relation", "a": f"o{p}", "relation": "contains", "b": f"o{c}"}
+    return text, [fact, _attributes_fact(scene, c, fc), _attributes_fact(scene, p, fp)]
+
+
+def _text(scene, rng):
+    options = []
+    for k, sign in enumerate(scene.signs):
+        if sign.anchor is None:
+            continue
+        relation = stated_relation(scene, f"s{k}", f"o{sign.anchor}")
+        if relation is not None:
+            options.append((k, relation))
+    if not options:
+        return None
+    k, relation = d.choice(rng, options)
+    sign = scene.signs[k]
+    words = d.sign_text(sign)
+    f = _full(scene.shapes[sign.anchor], rng)
+    shape = d.noun_phrase(f, rng, "a")
+    noun = "word" if len(sign.words) == 1 else "words"
+    if relation == "inside":
+        text = d.choice(rng, (
+            f"{shape} with the {noun} {words} on it",
+            f"the {noun} {words} written on {shape}",
+        ))
+    else:
+        word = d.relation_word(relation, rng)
+        text = d.choice(rng, (f"a sign saying {words} {word} {shape}", f"the {noun} {words} {word} {shape}"))
+    facts = [
+        {"kind": "text", "node": f"s{k}", "text": words},
+        {"kind": "relation", "a": f"s{k}", "relation": relation, "b": f"o{sign.anchor}"},
+        _attributes_fact(scene, sign.anchor, f),
+    ]
+    return text, facts
+
+
+def _biggest(scene, rng):
+    n = len(scene.shapes)
+    if n < 2:
+        return None
+    sides = [o.side for o in scene.shapes]
+    top = max(sides)
+    if sides.count(top) > 1:
+        return None
+    i = sides.index(top)
+    f = _full(scene.shapes[i], rng)
+    rest = "one smaller shape" if n == 2 else f"{d.NUMBER_WORDS[n - 1]} smaller shapes"
+    text = f"{d.noun_phrase(f, rng, 'a')} and {rest}"
+    facts = [
+        {"kind": "biggest", "node": f"o{i}"},
+        {"kind": "count", "of": "shapes", "filter": {}, "count": n},
+        _attributes_fact(scene, i, f),
+    ]
+    return text, facts
+
+
+GROUPS = {
+    "count": _count,
+    "shape_counts": _shape_counts,
+    "attributes": _attributes,
+    "relation": _relation,
+    "nested": _nested,
+    "text": _text,
+    "biggest": _biggest,
+}
+
+
+def make_captions(scene, rng, counters):
+    """Five reference captions of a scene.
+
+    Args:
+        scene: a `Scene`.
+        rng: the captions' `np.random.Generator`.
+        counters: a `Counter`; `caption_duplicates` counts references that
+            repeat an earlier one because the scene allowed no more distinct
+            captions (only in tiny one-shape scenes).
+
+    Returns:
+        A list of `NUM_REFERENCES` dicts `{"caption", "group", "facts"}`.
+    """
+    available = [g for g, make in GROUPS.items() if make(scene, rng) is not None]
+    first = [g for g in ("relation", "count", "attributes") if g in available]
+    if "relation" not in available and "nested" in available:
+        first.insert(0, "nested")
+    rest = [g for g in available if g not in first]
+    rest = [rest[i] for i in rng.permutation(len(rest))]
+    plan = first + rest
+    out, seen = [], set()
+    draws = 0
+    while len(out) < NUM_REFERENCES and draws < _MAX_DRAWS:
+        group = plan[draws] if draws < len(plan) else d.choice(rng, available)
+        draws += 1
+        text, facts = GROUPS[group](scene, rng)
+        if text not in seen:
+            seen.add(text)
+            out.append({"caption": text, "group": group, "facts": facts})
+    while len(out) < NUM_REFERENCES:
+        counters["caption_duplicates"] += 1
+        out.append(dict(out[len(out) % max(1, len(seen))]))
+    return out
