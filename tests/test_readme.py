@@ -19,11 +19,15 @@ def test_readme_python_blocks_run():
     graph = next(n for n in namespaces if "GraphMultiHeadAttention" in n)
     assert tuple(graph["relations"].shape) == (2, 182, 182)
     assert tuple(graph["y"].shape) == (2, 182, 768)
+    positional = next(n for n in namespaces if "positional_object_attention" in n)
+    assert tuple(positional["fused"].shape) == (2, 100, 512)
+    for name in ("weights", "a_sem", "a_pos"):
+        assert tuple(positional[name].shape) == (2, 8, 100, 14)
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
     commands = re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)
-    test_command = [c.strip() for c in commands if "pytest" in c]
+    test_command = [c.strip() for c in commands if "tests.run_suites" in c]
     assert len(test_command) == 1
     ci = (README.parent / ".ci" / "run").read_text()
     assert test_command[0] in ci.splitlines()

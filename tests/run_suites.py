@@ -1,0 +1,75 @@
+"""Runs the whole test suite on both backends, the parts side by side.
+
+`python -m tests.run_suites` runs pytest on the TensorFlow backend (every
+test) and on the JAX backend (the backend-agnostic parts: ops, layers,
+models, decoding, callbacks), split into four pytest processes that run
+`--jobs` at a time (default: one per CPU core). A pytest process uses about
+one core (small tensors: Python and compilation dominate), so on CI's two
+cores this halves the wall time of running the two backends one after the
+other. Each part's output is printed whole when it ends, then a summary;
+the exit status is non-zero if any part failed.
+
+Usage:
+    python -m tests.run_suites [--jobs N] [-- extra pytest arguments]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+JAX_PATHS = ["tests/ops", "tests/layers", "tests/models", "tests/decoding",
+             "tests/test_callbacks.py"]
+
+# (name, backend, pytest arguments), longest first (CI timings) so that the
+# parts balance over two workers.
+PARTS = [
+    ("jax: layers", "jax", ["tests/layers"]),
+    ("jax: ops, models, decoding, callbacks", "jax",
+     [p for p in JAX_PATHS if p != "tests/layers"]),
+    ("tensorflow: all but layers", "tensorflow", ["tests", "--ignore=tests/layers"]),
+    ("tensorflow: layers", "tensorflow", ["tests/layers"]),
+]
+
+
+def run_part(name, backend, args, extra):
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, *extra]
+    print(f"[start] {name}: {' '.join(command[1:])}", flush=True)
+    start = time.perf_counter()
+    with tempfile.TemporaryFile(mode="w+") as log:
+        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.seek(0)
+        output = log.read()
+    seconds = time.perf_counter() - start
+    last = output.strip().splitlines()[-1] if output.strip() else "(no output)"
+    print(f"\n===== {name} (exit {code}, {seconds:.0f} s) =====\n{output}", flush=True)
+    return name, code, seconds, last
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    extra = []
+    if "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[: argv.index("--")]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="parts run at a time (default: the number of CPUs)")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(lambda part: run_part(*part, extra), PARTS))
+    print(f"\n===== summary ({time.perf_counter() - start:.0f} s, {args.jobs} at a time) =====")
+    for name, code, seconds, last in results:
+        print(f"{'ok  ' if code == 0 else 'FAIL'} {name:40s} {seconds:5.0f} s  {last}")
+    return max(code for _, code, _, _ in results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
