@@ -30,8 +30,9 @@ _COS = (np.float32(4.166664568298827e-2), np.float32(-1.388731625493765e-3),
         np.float32(2.443315711809948e-5))
 
 
-def _compiled():
-    """Whether ops are being traced for XLA (where the polynomial wins)."""
+def tracing_for_xla():
+    """Whether ops are being traced for XLA, where fused elementwise
+    arithmetic is cheap and some kernels (sine, small dots) are slow."""
     name = backend.backend()
     if name == "jax":
         return True  # every JAX op runs through XLA, eager or jitted
@@ -77,7 +78,7 @@ def sin_cos(x):
     Returns:
         two float32 tensors shaped like `x`.
     """
-    if _compiled():
+    if tracing_for_xla():
         return polynomial_sin_cos(x)
     x = ops.cast(x, "float32")
     return ops.sin(x), ops.cos(x)
