@@ -38,7 +38,6 @@ from keras import ops
 
 from keras_structattn.ops import _checks
 from keras_structattn.ops.trig import sin_cos
-from keras_structattn.ops.trig import tracing_for_xla
 
 SIZE_RATIOS = ("key_over_query", "query_over_key")
 ORDERINGS = ("sin_cos", "per_feature")
@@ -200,24 +199,6 @@ def embedding_index(dim, ordering):
     return lambda a, s, k: (a * 2 + s) * num + k
 
 
-def _project(embedded, weights):
-    """`[B, C, P]` channels x `[C, heads]` weights -> `[B, heads, P]`.
-
-    Under XLA, as C multiply-adds of `[B, 1, P] x [1, heads, 1]` that XLA
-    fuses into one loop over the output: on CPU that is 6x faster than its
-    batched dot for these shapes (a few channels, many pairs). Op by op
-    (TensorFlow without XLA) that would be 2C passes over the output, so
-    there it is one matmul.
-    """
-    if not tracing_for_xla():
-        return ops.matmul(ops.transpose(weights), embedded)
-    total = None
-    for channel in range(weights.shape[0]):
-        term = embedded[:, channel : channel + 1, :] * weights[channel][None, :, None]
-        total = term if total is None else total + term
-    return total
-
-
 def geometry_logits(
     query_boxes,
     key_boxes,
@@ -294,8 +275,8 @@ def geometry_logits(
     shape = ops.shape(offsets)
     batch, q_len, k_len = shape[0], shape[2], shape[3]
     embedded = ops.reshape(embedded, (batch, 4 * num, q_len * k_len))
-    offset_weights = ops.reshape(weights[:2], (4 * num, heads))
-    logits = ops.reshape(_project(embedded, offset_weights), (batch, heads, q_len, k_len))
+    offset_weights = ops.transpose(ops.reshape(weights[:2], (4 * num, heads)))
+    logits = ops.reshape(ops.matmul(offset_weights, embedded), (batch, heads, q_len, k_len))
 
     # Size ratios: angle = t_j - t_i with per-box t = sign * rate * log size;
     # sum_k w_sin sin(t_j - t_i) + w_cos cos(t_j - t_i)
