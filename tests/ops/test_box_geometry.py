@@ -106,8 +106,15 @@ def test_geometry_is_translation_and_scale_invariant(seed, factor, shift):
     rng = np.random.default_rng(seed)
     boxes = random_boxes(rng, (1, 5))
     moved = (boxes.astype(np.float64) * factor + np.tile(shift, 2)).astype("float32")
-    np.testing.assert_allclose(to_numpy(bg.relative_geometry(moved)),
-                               to_numpy(bg.relative_geometry(boxes)), atol=2e-4)
+    got = to_numpy(bg.relative_geometry(moved))
+    want = to_numpy(bg.relative_geometry(boxes))
+    # float32 coordinates moved by up to 5 keep ~5e-7 absolute precision, so
+    # log|dx| of centres closer than ~1e-2 is ill-conditioned (not a defect):
+    # compare the offset features where the centres are apart.
+    centres = (boxes[0, :, :2] + boxes[0, :, 2:]) / 2
+    apart = np.abs(centres[:, None, :] - centres[None, :, :]) > 1e-2  # [N, N, 2]
+    np.testing.assert_allclose(got[0][..., :2][apart], want[0][..., :2][apart], atol=2e-4)
+    np.testing.assert_allclose(got[..., 2:], want[..., 2:], atol=2e-4)
 
 
 def test_padding_boxes_give_finite_features():
