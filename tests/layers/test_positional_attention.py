@@ -313,19 +313,25 @@ def test_released_variant_shares_one_geometry_map_across_heads():
 
 
 @settings(deadline=None, max_examples=8)
-@given(seed=st.integers(0, 10_000), factor=st.floats(0.2, 5.0), shift=st.floats(-2, 2))
-def test_box_attention_is_translation_and_scale_invariant(seed, factor, shift):
+@given(seed=st.integers(0, 10_000), factor_log2=st.integers(-3, 3),
+       shift=st.integers(-128, 128))
+def test_box_attention_is_translation_and_scale_invariant(seed, factor_log2, shift):
     """Geometry features are relative, so moving and scaling all boxes of an
-    image leaves the layer's output unchanged (size offset 0)."""
+    image leaves the layer's output unchanged (size offset 0). Boxes on a
+    1/64 grid, moved by multiples of 1/64 and scaled by powers of two, stay
+    exact in float32, so the invariance is checked without float32's
+    conditioning of log|dx| (the ops tests cover arbitrary transforms)."""
     data = inputs(seed)
     x = data["query"]
+    boxes = np.round(data["query_boxes"] * 64) / 64
+    boxes[..., 2:] = np.maximum(boxes[..., 2:], boxes[..., :2] + 1 / 64)
     layer = positional_object_attention(2, 3, geometry_dim=16)
-    layer(x, x, query_boxes=data["query_boxes"])
+    layer(x, x, query_boxes=boxes)
     randomize(layer, seed + 1, scale=0.3)
-    moved = (data["query_boxes"].astype(np.float64) * factor + shift).astype("float32")
+    moved = (boxes * 2.0 ** factor_log2 + shift / 64).astype("float32")
     np.testing.assert_allclose(to_np(layer(x, x, query_boxes=moved)),
-                               to_np(layer(x, x, query_boxes=data["query_boxes"])),
-                               atol=2e-3)
+                               to_np(layer(x, x, query_boxes=boxes.astype("float32"))),
+                               atol=1e-4)
 
 
 def test_positions_change_the_output():
