@@ -94,6 +94,11 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         geometry_clip: floor of `|dx| / w_i` and `|dy| / h_i` (1e-3).
         share_geometry_weights: one `W_G` column for all heads (the
             released code) instead of one per head (the paper's Eq. 6).
+        remat_geometry: recompute the geometry map in the backward pass
+            instead of keeping its pairwise embedding (`[B, dim / 2, Nq Nk]`
+            float32, 82 MB at batch 64 x 100 boxes): at the MCAN shape the
+            layer's peak training memory drops from 2.0x to 1.7x Keras MHA's
+            and its training step slows from 1.3x to 1.5x (JAX, CPU).
         **kwargs: the other arguments of `keras.layers.MultiHeadAttention`
             (`value_dim`, `dropout`, `use_bias`, `output_shape`,
             initializers, regularizers, constraints, `use_gate`, `seed`,
@@ -131,6 +136,7 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         box_size_offset=0.0,
         geometry_clip=1e-3,
         share_geometry_weights=False,
+        remat_geometry=False,
         **kwargs,
     ):
         check_explicit_attention_options(
@@ -151,11 +157,12 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
             geometry_dim, geometry_wavelength, geometry_scale, geometry_ordering
         )
         box_geometry.check_geometry_options(size_ratio, box_size_offset, geometry_clip)
-        if not isinstance(share_geometry_weights, bool):
-            raise ValueError(
-                "Argument `share_geometry_weights` must be True or False. "
-                f"Received: share_geometry_weights={share_geometry_weights!r}"
-            )
+        for name, flag in (
+            ("share_geometry_weights", share_geometry_weights),
+            ("remat_geometry", remat_geometry),
+        ):
+            if not isinstance(flag, bool):
+                raise ValueError(f"Argument `{name}` must be True or False. Received: {flag!r}")
         if share_geometry_weights and position_type != "boxes":
             raise ValueError(
                 "Argument `share_geometry_weights=True` needs position_type='boxes' "
@@ -178,6 +185,7 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
             box_size_offset=float(box_size_offset),
             geometry_clip=float(geometry_clip),
             share_geometry_weights=share_geometry_weights,
+            remat_geometry=remat_geometry,
         )
 
     @property
@@ -383,18 +391,28 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
             )
             return ops.cast(ops.einsum(self._dot_product_equation, key_pos, query_pos), "float32")
         geometry = self._geometry
-        return box_geometry.geometry_logits(
-            query_pos,
-            key_pos,
-            self.geometry_kernel,
-            self.geometry_bias,
-            wavelength=geometry["geometry_wavelength"],
-            scale=geometry["geometry_scale"],
-            ordering=geometry["geometry_ordering"],
-            size_ratio=geometry["size_ratio"],
-            size_offset=geometry["box_size_offset"],
-            clip=geometry["geometry_clip"],
+
+        def logits(query_boxes, key_boxes, kernel, bias):
+            return box_geometry.geometry_logits(
+                query_boxes,
+                key_boxes,
+                kernel,
+                bias,
+                wavelength=geometry["geometry_wavelength"],
+                scale=geometry["geometry_scale"],
+                ordering=geometry["geometry_ordering"],
+                size_ratio=geometry["size_ratio"],
+                size_offset=geometry["box_size_offset"],
+                clip=geometry["geometry_clip"],
+            )
+
+        kernel = ops.convert_to_tensor(self.geometry_kernel)
+        bias = ops.zeros((kernel.shape[-1],)) if self.geometry_bias is None else (
+            ops.convert_to_tensor(self.geometry_bias)
         )
+        if self._geometry["remat_geometry"]:
+            logits = keras.remat(logits)
+        return logits(query_pos, key_pos, kernel, bias)
 
     def _fuse(self, positional):
         """`(logit_scale, logit_bias)`: the fused logits are

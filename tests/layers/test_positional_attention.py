@@ -374,6 +374,26 @@ def test_zero_rows_have_finite_gradients_and_padding_boxes_are_safe():
     assert np.isfinite(grad_boxes).all()
 
 
+def test_remat_geometry_gives_the_same_values_and_gradients():
+    data = inputs(31)
+    x, boxes = data["query"], data["query_boxes"]
+    plain = positional_object_attention(2, 3)
+    remat = positional_object_attention(2, 3, remat_geometry=True)
+    plain(x, x, query_boxes=boxes)
+    remat(x, x, query_boxes=boxes)
+    randomize(plain, 32)
+    remat.set_weights(plain.get_weights())
+
+    def loss_of(layer):
+        return lambda inputs: ops.sum(layer(inputs, inputs, query_boxes=boxes) ** 2)
+
+    np.testing.assert_allclose(to_np(remat(x, x, query_boxes=boxes)),
+                               to_np(plain(x, x, query_boxes=boxes)), atol=1e-6)
+    (grad_plain,), (grad_remat,) = gradients(loss_of(plain), x), gradients(loss_of(remat), x)
+    np.testing.assert_allclose(grad_remat, grad_plain, rtol=1e-4, atol=1e-5)
+    assert remat.get_config()["remat_geometry"] is True
+
+
 def test_gradient_matches_finite_differences():
     data = inputs(17, B=1, T=4)
     x = data["query"]
@@ -450,10 +470,11 @@ def test_symbolic_shapes():
     assert tuple(model([data["query"], data["query_boxes"]]).shape) == (2, 7, DIM)
 
 
-def test_fit_with_xla():
+@pytest.mark.parametrize("remat", [False, True])
+def test_fit_with_xla(remat):
     keras.utils.set_random_seed(0)
     objects, boxes = keras.Input((5, DIM)), keras.Input((5, 4))
-    layer = positional_object_attention(2, 3, dropout=0.1, seed=1)
+    layer = positional_object_attention(2, 3, dropout=0.1, seed=1, remat_geometry=remat)
     out = keras.layers.Dense(1)(layer(objects, objects, query_boxes=boxes))
     model = keras.Model([objects, boxes], out)
     model.compile(keras.optimizers.Adam(1e-2), "mse", jit_compile=True)
@@ -521,6 +542,7 @@ def test_dropout_is_seeded_and_only_in_training():
         (dict(position_type="boxes", position_dim=8), "position_dim"),
         (dict(share_geometry_weights=True), "share_geometry_weights"),
         (dict(position_type="boxes", share_geometry_weights=1), "share_geometry_weights"),
+        (dict(position_type="boxes", remat_geometry="yes"), "remat_geometry"),
         (dict(geometry_dim=60), "dim"),
         (dict(geometry_ordering="cos_sin"), "ordering"),
         (dict(size_ratio="ratio"), "size_ratio"),
