@@ -26,3 +26,38 @@ def check_explicit_attention_options(kwargs, why):
         )
     if kwargs.get("flash_attention"):
         raise ValueError(f"Argument `flash_attention` must be False or None: {why}.")
+
+
+def merged_attention_mask(
+    layer, query, value, key, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+):
+    """Every mask of a MHA-style call merged into one boolean `[B, T, S]`.
+
+    `Layer.__call__` has already turned the inputs' Keras masks into the
+    `*_mask` arguments, so they are cleared from the tensors (as Keras MHA
+    does) before Keras MHA's own `_compute_attention_mask` merges the
+    padding, explicit and causal masks.
+
+    Returns:
+        a boolean `[B, T, S]` tensor (True = may attend), or None.
+    """
+    for tensor in (query, value, key):
+        set_keras_mask(tensor, None)
+    return layer._compute_attention_mask(
+        query,
+        value,
+        query_mask=query_mask,
+        value_mask=value_mask,
+        key_mask=key_mask,
+        attention_mask=attention_mask,
+        use_causal_mask=use_causal_mask,
+    )
+
+
+def check_sequence_shapes(layer, query_shape, value_shape):
+    """Raises a ValueError unless query and value are `[B, T, dim]`."""
+    if len(query_shape) != 3 or len(value_shape) != 3:
+        raise ValueError(
+            f"{type(layer).__name__} takes [B, T, dim] query and value. Received: "
+            f"query_shape={tuple(query_shape)}, value_shape={tuple(value_shape)}"
+        )

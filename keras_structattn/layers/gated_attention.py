@@ -19,6 +19,8 @@ from keras import ops
 from keras_structattn.layers._attend import allowed_from_mask
 from keras_structattn.layers._attend import attend
 from keras_structattn.layers._masking import check_explicit_attention_options
+from keras_structattn.layers._masking import check_sequence_shapes
+from keras_structattn.layers._masking import merged_attention_mask
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
 
@@ -172,11 +174,7 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None):
-        if len(query_shape) != 3 or len(value_shape) != 3:
-            raise ValueError(
-                "GatedMultiHeadAttention takes [B, T, dim] query and value. Received: "
-                f"query_shape={tuple(query_shape)}, value_shape={tuple(value_shape)}"
-            )
+        check_sequence_shapes(self, query_shape, value_shape)
         key_length = (value_shape if key_shape is None else key_shape)[1]
         _check_same_length(query_shape[1], key_length)
         super().build(query_shape, value_shape, key_shape)
@@ -257,17 +255,9 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         if key is None:
             key = value
         _check_same_length(query.shape[1], key.shape[1])
-        # `Layer.__call__` has filled the masks from the inputs' Keras masks.
-        for tensor in (query, value, key):
-            set_keras_mask(tensor, None)
-        attention_mask = self._compute_attention_mask(
-            query,
-            value,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
+        attention_mask = merged_attention_mask(
+            self, query, value, key, query_mask, value_mask, key_mask, attention_mask,
+            use_causal_mask,
         )
         if self._use_gate:
             output_gate = self._gate_dense(query)

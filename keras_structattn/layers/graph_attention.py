@@ -12,6 +12,8 @@ import numpy as np
 from keras import ops
 
 from keras_structattn.layers._masking import check_explicit_attention_options
+from keras_structattn.layers._masking import check_sequence_shapes
+from keras_structattn.layers._masking import merged_attention_mask
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
 from keras_structattn.ops import relation_tables as rt
@@ -133,11 +135,7 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None):
-        if len(query_shape) != 3 or len(value_shape) != 3:
-            raise ValueError(
-                "GraphMultiHeadAttention takes [B, T, dim] query and value. Received: "
-                f"query_shape={tuple(query_shape)}, value_shape={tuple(value_shape)}"
-            )
+        check_sequence_shapes(self, query_shape, value_shape)
         super().build(query_shape, value_shape, key_shape)
         if self._use_relation_bias:
             # Float32 under mixed precision (the variable dtype), like the logits.
@@ -197,17 +195,9 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
                         f"Received: relations.shape={tuple(relations.shape)}, "
                         f"query.shape={tuple(query.shape)}, value.shape={tuple(value.shape)}"
                     )
-        # `Layer.__call__` has filled the masks from the inputs' Keras masks.
-        for tensor in (query, value, key):
-            set_keras_mask(tensor, None)
-        attention_mask = self._compute_attention_mask(
-            query,
-            value,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
+        attention_mask = merged_attention_mask(
+            self, query, value, key, query_mask, value_mask, key_mask, attention_mask,
+            use_causal_mask,
         )
         if self._use_gate:
             gate = self._gate_dense(query)

@@ -32,6 +32,8 @@ from keras import ops
 from keras_structattn.layers._attend import allowed_from_mask
 from keras_structattn.layers._attend import attend
 from keras_structattn.layers._masking import check_explicit_attention_options
+from keras_structattn.layers._masking import check_sequence_shapes
+from keras_structattn.layers._masking import merged_attention_mask
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.ops import _checks
 from keras_structattn.ops import box_geometry
@@ -207,11 +209,7 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None):
-        if len(query_shape) != 3 or len(value_shape) != 3:
-            raise ValueError(
-                "PositionalMultiHeadAttention takes [B, T, dim] query and value. Received: "
-                f"query_shape={tuple(query_shape)}, value_shape={tuple(value_shape)}"
-            )
+        check_sequence_shapes(self, query_shape, value_shape)
         super().build(query_shape, value_shape, key_shape)
         common = self._get_common_kwargs_for_sublayer()
         if self._position_type == "vectors":
@@ -298,17 +296,9 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         query_pos, key_pos = self._positions(
             query, value, query_positions, key_positions, query_boxes, key_boxes
         )
-        # `Layer.__call__` has filled the masks from the inputs' Keras masks.
-        for tensor in (query, value, key):
-            set_keras_mask(tensor, None)
-        attention_mask = self._compute_attention_mask(
-            query,
-            value,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
+        attention_mask = merged_attention_mask(
+            self, query, value, key, query_mask, value_mask, key_mask, attention_mask,
+            use_causal_mask,
         )
         if self._use_gate:
             output_gate = self._gate_dense(query)
