@@ -222,14 +222,19 @@ def geometry_logits(
     * The size-ratio features are differences `log s_j - log s_i`, so by
       `sin(b - a) = sin b cos a - cos b sin a` (and the cosine likewise)
       their half of the projection is a product of per-box terms: an
-      attention-like `[Nq, 2F] x [Nk, 2F]` contraction per head, with sines
-      of `B N F` angles instead of `B Nq Nk F`.
+      attention-like `[Nq, 2F] x [2F, heads Nk]` product per image, with
+      sines of `B N F` angles instead of `B Nq Nk F`.
     * Only the two centre-offset features (not separable: they hold
-      `|x_i - x_j|`) are embedded per pair, channels first (`[B, dim / 2,
-      Nq Nk]`), and projected by a matmul `[heads, dim / 2] x [dim / 2,
-      Nq Nk]` per image: with the pairs on the last axis XLA keeps the sines
-      and the matmul apart and runs the matmul as such (2.5x faster than the
-      pairs-first layout on CPU), and the result comes out heads-second.
+      `|x_i - x_j|`) are embedded per pair, as one `[dim / 2, B Nq Nk]`
+      matrix projected by a single `[heads, dim / 2]` matmul.
+
+    Layout is most of the speed under XLA on CPU. Every large tensor here is
+    laid out so that XLA's fused loops walk it, and the tensors they read,
+    in memory order: pairs last and flat, features and channels first. A
+    layout that needs a transpose (e.g. embedding per image, `[B, dim / 2,
+    Nq Nk]`, which XLA turns into one big matmul by moving the batch axis)
+    makes the fused sine loop compute every element's position by integer
+    division and read its input element by element, 2-3x slower.
 
     The angle-sum form differs from sines of the differences by float32
     rounding of the per-box angles (about 1e-7 of `scale |log size|`).
@@ -258,56 +263,75 @@ def geometry_logits(
                 f"{tuple(boxes.shape)}"
             )
     rates = frequencies(dim, wavelength, scale)
-    num = len(rates)
     kernel = ops.cast(kernel, "float32")
-    heads = kernel.shape[-1]
     # [4 features, 2 (sin, cos), F, heads], whatever the ordering.
     if ordering == "sin_cos":
-        weights = ops.transpose(ops.reshape(kernel, (2, 4, num, heads)), (1, 0, 2, 3))
+        weights = ops.transpose(ops.reshape(kernel, (2, 4, len(rates), kernel.shape[-1])),
+                                (1, 0, 2, 3))
     else:
-        weights = ops.reshape(kernel, (4, 2, num, heads))
-
-    # Centre offsets, embedded per pair with the pairs last: [B, 2 features,
-    # F, Nq, Nk] angles -> [B, 2, 2, F, Nq Nk] -> [B, heads, Nq Nk].
-    offsets = _offset_features(query_boxes, key_boxes, size_offset, clip, axis=1)
-    angles = offsets[:, :, None] * ops.reshape(
-        ops.convert_to_tensor(rates, "float32"), (num, 1, 1)
+        weights = ops.reshape(kernel, (4, 2, len(rates), kernel.shape[-1]))
+    logits = _offset_logits(query_boxes, key_boxes, weights[:2], rates, size_offset, clip)
+    logits = logits + _size_ratio_logits(
+        query_boxes, key_boxes, weights[2:], rates, size_ratio, size_offset
     )
-    embedded = ops.stack(sin_cos(angles), axis=2)
-    shape = ops.shape(offsets)
-    batch, q_len, k_len = shape[0], shape[2], shape[3]
-    embedded = ops.reshape(embedded, (batch, 4 * num, q_len * k_len))
-    offset_weights = ops.transpose(ops.reshape(weights[:2], (4 * num, heads)))
+    if bias is not None:
+        logits = logits + ops.cast(bias, "float32")[:, None, None]
+    return logits
+
+
+def _offset_logits(query_boxes, key_boxes, weights, rates, size_offset, clip):
+    """The centre-offset half of `geometry_logits`: `[B, heads, Nq, Nk]`.
+
+    `weights` is `[2 features, 2 (sin, cos), F, heads]`.
+    """
+    num, heads = len(rates), weights.shape[-1]
+    offsets = _offset_features(query_boxes, key_boxes, size_offset, clip, axis=0)
+    shape = ops.shape(offsets)  # [2, B, Nq, Nk]
+    batch, q_len, k_len = shape[1], shape[2], shape[3]
+    angles = ops.reshape(offsets, (2, 1, -1)) * ops.reshape(
+        ops.convert_to_tensor(rates, "float32"), (num, 1)
+    )  # [2 features, F, pairs]
+    embedded = ops.reshape(ops.stack(sin_cos(angles), axis=1), (4 * num, -1))
+    projection = ops.transpose(ops.reshape(weights, (4 * num, heads)))
     if heads < _MIN_DOT_ROWS:
         # XLA's CPU dot is 2x slower with a single row than with 8 (one
         # geometry map shared by all heads): compute copies, keep one.
-        offset_weights = ops.tile(offset_weights, (_MIN_DOT_ROWS // heads + 1, 1))
-    logits = ops.matmul(offset_weights, embedded)[:, :heads]
-    logits = ops.reshape(logits, (batch, heads, q_len, k_len))
+        projection = ops.tile(projection, (_MIN_DOT_ROWS // heads + 1, 1))
+    logits = ops.matmul(projection, embedded)[:heads]  # [heads, pairs]
+    logits = ops.reshape(logits, (heads, batch, q_len, k_len))
+    return ops.transpose(logits, (1, 0, 2, 3))
 
-    # Size ratios: angle = t_j - t_i with per-box t = sign * rate * log size;
-    # sum_k w_sin sin(t_j - t_i) + w_cos cos(t_j - t_i)
-    #   = sum_k cos t_i (w_sin sin t_j + w_cos cos t_j)
-    #         + sin t_i (w_cos sin t_j - w_sin cos t_j),
-    # for both features at once: [B, 1, Nq, 4F] x [B, heads, 4F, Nk].
+
+def _size_ratio_logits(query_boxes, key_boxes, weights, rates, size_ratio, size_offset):
+    """The size-ratio half of `geometry_logits`: `[B, heads, Nq, Nk]`.
+
+    With per-box angles `t = sign * rate * log size`, each frequency's
+    `w_sin sin(t_j - t_i) + w_cos cos(t_j - t_i)` is
+    `cos t_i (w_sin sin t_j + w_cos cos t_j) + sin t_i (w_cos sin t_j -
+    w_sin cos t_j)`: per-query terms `[B, Nq, 4F]` (both features) times
+    per-key terms `[B, 4F, heads, Nk]`, one matmul per image. `weights` is
+    `[2 features, 2 (sin, cos), F, heads]`.
+    """
+    heads = weights.shape[-1]
     sign = 1.0 if size_ratio == "key_over_query" else -1.0
     rates = ops.convert_to_tensor(rates, "float32")
     _, _, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
     _, _, klw, klh = _centres_and_log_sizes(key_boxes, size_offset)
     query_terms, key_terms = [], []
-    for feature, (q_log, k_log) in ((2, (qlw, klw)), (3, (qlh, klh))):
+    for feature, (q_log, k_log) in enumerate(((qlw, klw), (qlh, klh))):
         q_sin, q_cos = sin_cos(sign * q_log[..., None] * rates)  # [B, Nq, F]
-        # [B, 1, F, Nk] key terms against [1, heads, F, 1] weights.
-        k_sin, k_cos = (t[:, None] for t in sin_cos(sign * k_log[:, None, :] * rates[:, None]))
-        w_sin, w_cos = (ops.transpose(weights[feature, s])[None, :, :, None] for s in (0, 1))
+        # [B, F, 1, Nk] against [1, F, heads, 1] weights.
+        k_sin, k_cos = sin_cos(sign * k_log[:, None, None, :] * rates[:, None, None])
+        w_sin, w_cos = (weights[feature, s][None, :, :, None] for s in (0, 1))
         query_terms += [q_cos, q_sin]
         key_terms += [k_sin * w_sin + k_cos * w_cos, k_sin * w_cos - k_cos * w_sin]
-    query_terms = ops.concatenate(query_terms, axis=-1)[:, None]  # [B, 1, Nq, 4F]
-    key_terms = ops.concatenate(key_terms, axis=-2)  # [B, heads, 4F, Nk]
-    logits = logits + ops.matmul(query_terms, key_terms)
-    if bias is not None:
-        logits = logits + ops.cast(bias, "float32")[:, None, None]
-    return logits
+    query_terms = ops.concatenate(query_terms, axis=-1)  # [B, Nq, 4F]
+    key_terms = ops.concatenate(key_terms, axis=1)  # [B, 4F, heads, Nk]
+    shape = ops.shape(key_terms)
+    batch, k_len, q_len = shape[0], shape[3], ops.shape(query_terms)[1]
+    logits = ops.matmul(query_terms, ops.reshape(key_terms, (batch, shape[1], heads * k_len)))
+    logits = ops.reshape(logits, (batch, q_len, heads, k_len))
+    return ops.transpose(logits, (0, 2, 1, 3))
 
 
 def box_position_features(boxes, image_size=None):

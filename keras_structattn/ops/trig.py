@@ -3,31 +3,42 @@
 XLA's CPU sine and cosine are not vectorised: on this project's 2-core CPU,
 10M float32 sines take ~130 ms compiled (TF or JAX), against ~45 ms for
 TensorFlow's eager (Eigen) kernel. Sinusoidal geometry embeddings need tens
-of millions of them per batch. `sin_cos` therefore evaluates both from one
-range reduction and two short polynomials, plain multiply-adds that XLA
-fuses and vectorises (12x faster there), and keeps the backend's own kernels
-where ops run one at a time (TensorFlow eager or graph without XLA), where
-two dozen separate elementwise ops would be slower instead.
+of millions of them per batch. `sin_cos` therefore evaluates them as plain
+multiply-adds that XLA fuses and vectorises, and keeps the backend's own
+kernels where ops run one at a time (TensorFlow eager or graph without XLA),
+where two dozen separate elementwise ops would be slower instead.
 
-The polynomials are Cephes' single-precision `sinf`/`cosf` coefficients on
-`[-pi/4, pi/4]`, after a three-part Cody-Waite reduction by pi/2; the error
-is within 1e-7 of the float64 result for |x| up to ~10^4 (below the float32
-rounding of x itself beyond |x| ~ 1), the same accuracy as the built-in
-kernels.
+Each value costs one range reduction and one odd polynomial, so that a fused
+loop writing sines or cosines evaluates nothing it does not keep:
+
+    sin x = (-1)^k sin(x - k pi),         k = round(x / pi)
+    cos x = (-1)^(k+1) sin(x - (k + 1/2) pi),  k = floor(x / pi)
+
+with both remainders in [-pi/2, pi/2], taken in three parts of pi/2
+(Cody-Waite) so that `n pi/2` is exact for |n| < 2^16. The polynomial
+`r + r s (c1 + s (c2 + s (c3 + s c4)))`, s = r^2, is this project's own
+least-squares fit of sin on [-pi/2, pi/2] for relative error (6e-9 in
+float64). Evaluated in float32 the error is within 1.2e-7 of the float64
+result for |x| up to ~10^4 (the float32 rounding of x itself is larger
+beyond |x| ~ 2), the accuracy of the built-in kernels.
 """
 
 import numpy as np
 from keras import backend
 from keras import ops
 
-# pi/2 split so that n * _HALF_PI_HI is exact in float32 for |n| < 2^15.
+# pi/2 split so that n * _HALF_PI_HI is exact in float32 for |n| < 2^16.
 _HALF_PI_HI = np.float32(1.5703125)
 _HALF_PI_MID = np.float32(4.837512969970703125e-4)
 _HALF_PI_LO = np.float32(7.54978995489188216e-8)
-_TWO_OVER_PI = np.float32(2.0 / np.pi)
-_SIN = (np.float32(-1.6666654611e-1), np.float32(8.3321608736e-3), np.float32(-1.9515295891e-4))
-_COS = (np.float32(4.166664568298827e-2), np.float32(-1.388731625493765e-3),
-        np.float32(2.443315711809948e-5))
+_INV_PI = np.float32(1.0 / np.pi)
+# sin r = r + r s (c1 + s (c2 + s (c3 + s c4))) on [-pi/2, pi/2], s = r^2.
+_SIN = (
+    np.float32(-0.16666659712791443),
+    np.float32(0.00833306647837162),
+    np.float32(-0.00019809602235909551),
+    np.float32(2.605780537123792e-06),
+)
 
 
 def tracing_for_xla():
@@ -50,21 +61,27 @@ def tracing_for_xla():
     return False
 
 
+def _sin_of_remainder(x, half_turns):
+    """`sin(x - half_turns * pi/2)` for a remainder in [-pi/2, pi/2]."""
+    r = ((x - half_turns * _HALF_PI_HI) - half_turns * _HALF_PI_MID) - half_turns * _HALF_PI_LO
+    s = r * r
+    return r + r * s * (_SIN[0] + s * (_SIN[1] + s * (_SIN[2] + s * _SIN[3])))
+
+
+def _parity_sign(k):
+    """`(-1)^k` for a float tensor of integers."""
+    half = k * 0.5
+    return 1.0 - 4.0 * (half - ops.floor(half))
+
+
 def polynomial_sin_cos(x):
-    """`(sin x, cos x)` in float32 from one range reduction (see module)."""
+    """`(sin x, cos x)` in float32 from multiply-adds (see module)."""
     x = ops.cast(x, "float32")
-    quadrant = ops.round(x * _TWO_OVER_PI)
-    r = ((x - quadrant * _HALF_PI_HI) - quadrant * _HALF_PI_MID) - quadrant * _HALF_PI_LO
-    r2 = r * r
-    sin_r = r + r * r2 * (_SIN[0] + r2 * (_SIN[1] + r2 * _SIN[2]))
-    cos_r = 1.0 - 0.5 * r2 + r2 * r2 * (_COS[0] + r2 * (_COS[1] + r2 * _COS[2]))
-    # x = r + q pi/2: q = 1 swaps sine and cosine, q = 2 negates both, q = 3 both.
-    q = ops.mod(ops.cast(quadrant, "int32"), 4)
-    odd = ops.equal(ops.mod(q, 2), 1)
-    sin_x = ops.where(odd, cos_r, sin_r)
-    cos_x = ops.where(odd, sin_r, cos_r)
-    sin_x = ops.where(q >= 2, -sin_x, sin_x)
-    cos_x = ops.where(ops.logical_or(ops.equal(q, 1), ops.equal(q, 2)), -cos_x, cos_x)
+    turns = x * _INV_PI
+    k = ops.round(turns)
+    sin_x = _parity_sign(k) * _sin_of_remainder(x, 2.0 * k)
+    k = ops.floor(turns)
+    cos_x = -_parity_sign(k) * _sin_of_remainder(x, 2.0 * k + 1.0)
     return sin_x, cos_x
 
 
