@@ -38,6 +38,7 @@ from keras import ops
 
 from keras_structattn.ops import _checks
 from keras_structattn.ops.trig import sin_cos
+from keras_structattn.ops.trig import tracing_for_xla
 
 SIZE_RATIOS = ("key_over_query", "query_over_key")
 ORDERINGS = ("sin_cos", "per_feature")
@@ -282,24 +283,35 @@ def geometry_logits(
 def _offset_logits(query_boxes, key_boxes, weights, rates, size_offset, clip):
     """The centre-offset half of `geometry_logits`: `[B, heads, Nq, Nk]`.
 
-    `weights` is `[2 features, 2 (sin, cos), F, heads]`.
+    `weights` is `[2 features, 2 (sin, cos), F, heads]`. Under XLA the pairs
+    of the whole batch form one flat axis (see `geometry_logits`); run op by
+    op, each image is embedded `[dim / 2, Nq Nk]` and projected by a batched
+    matmul, which gives the logits without the transpose the flat layout
+    needs (a separate pass there, fused for free under XLA).
     """
     num, heads = len(rates), weights.shape[-1]
-    offsets = _offset_features(query_boxes, key_boxes, size_offset, clip, axis=0)
-    shape = ops.shape(offsets)  # [2, B, Nq, Nk]
-    batch, q_len, k_len = shape[1], shape[2], shape[3]
-    angles = ops.reshape(offsets, (2, 1, -1)) * ops.reshape(
-        ops.convert_to_tensor(rates, "float32"), (num, 1)
-    )  # [2 features, F, pairs]
-    embedded = ops.reshape(ops.stack(sin_cos(angles), axis=1), (4 * num, -1))
+    flat = tracing_for_xla()
+    offsets = _offset_features(query_boxes, key_boxes, size_offset, clip, axis=0 if flat else 1)
+    shape = ops.shape(offsets)  # [2, B, Nq, Nk] flat, else [B, 2, Nq, Nk]
+    batch, q_len, k_len = shape[1 if flat else 0], shape[2], shape[3]
+    rates = ops.reshape(ops.convert_to_tensor(rates, "float32"), (num, 1))
+    if flat:
+        angles = ops.reshape(offsets, (2, 1, -1)) * rates  # [2 features, F, pairs]
+        embedded = ops.reshape(ops.stack(sin_cos(angles), axis=1), (4 * num, -1))
+    else:
+        angles = ops.reshape(offsets, (batch, 2, 1, -1)) * rates  # [B, 2, F, Nq Nk]
+        embedded = ops.reshape(ops.stack(sin_cos(angles), axis=2), (batch, 4 * num, -1))
     projection = ops.transpose(ops.reshape(weights, (4 * num, heads)))
     if heads < _MIN_DOT_ROWS:
         # XLA's CPU dot is 2x slower with a single row than with 8 (one
         # geometry map shared by all heads): compute copies, keep one.
         projection = ops.tile(projection, (_MIN_DOT_ROWS // heads + 1, 1))
-    logits = ops.matmul(projection, embedded)[:heads]  # [heads, pairs]
-    logits = ops.reshape(logits, (heads, batch, q_len, k_len))
-    return ops.transpose(logits, (1, 0, 2, 3))
+    if flat:
+        logits = ops.matmul(projection, embedded)[:heads]  # [heads, pairs]
+        logits = ops.reshape(logits, (heads, batch, q_len, k_len))
+        return ops.transpose(logits, (1, 0, 2, 3))
+    logits = ops.matmul(projection, embedded)[:, :heads]  # [B, heads, Nq Nk]
+    return ops.reshape(logits, (batch, heads, q_len, k_len))
 
 
 def _size_ratio_logits(query_boxes, key_boxes, weights, rates, size_ratio, size_offset):
@@ -309,23 +321,33 @@ def _size_ratio_logits(query_boxes, key_boxes, weights, rates, size_ratio, size_
     `w_sin sin(t_j - t_i) + w_cos cos(t_j - t_i)` is
     `cos t_i (w_sin sin t_j + w_cos cos t_j) + sin t_i (w_cos sin t_j -
     w_sin cos t_j)`: per-query terms `[B, Nq, 4F]` (both features) times
-    per-key terms `[B, 4F, heads, Nk]`, one matmul per image. `weights` is
-    `[2 features, 2 (sin, cos), F, heads]`.
+    per-key terms, one matmul per image: `[B, 4F, heads Nk]` under XLA (one
+    plain matmul per image; XLA fuses the transpose that follows), `[B,
+    heads, 4F, Nk]` op by op (a batched matmul straight to the logits).
+    `weights` is `[2 features, 2 (sin, cos), F, heads]`.
     """
     heads = weights.shape[-1]
+    flat = tracing_for_xla()
     sign = 1.0 if size_ratio == "key_over_query" else -1.0
     rates = ops.convert_to_tensor(rates, "float32")
     _, _, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
     _, _, klw, klh = _centres_and_log_sizes(key_boxes, size_offset)
     query_terms, key_terms = [], []
+    # Key angles [B, F, 1, Nk] against weights [1, F, heads, 1] (flat), or
+    # [B, 1, F, Nk] against [1, heads, F, 1].
+    key_rates = rates[:, None, None] if flat else rates[None, :, None]
     for feature, (q_log, k_log) in enumerate(((qlw, klw), (qlh, klh))):
         q_sin, q_cos = sin_cos(sign * q_log[..., None] * rates)  # [B, Nq, F]
-        # [B, F, 1, Nk] against [1, F, heads, 1] weights.
-        k_sin, k_cos = sin_cos(sign * k_log[:, None, None, :] * rates[:, None, None])
-        w_sin, w_cos = (weights[feature, s][None, :, :, None] for s in (0, 1))
+        k_sin, k_cos = sin_cos(sign * k_log[:, None, None, :] * key_rates)
+        w_sin, w_cos = (weights[feature, s] for s in (0, 1))  # [F, heads]
+        if not flat:
+            w_sin, w_cos = ops.transpose(w_sin), ops.transpose(w_cos)
+        w_sin, w_cos = w_sin[None, :, :, None], w_cos[None, :, :, None]
         query_terms += [q_cos, q_sin]
         key_terms += [k_sin * w_sin + k_cos * w_cos, k_sin * w_cos - k_cos * w_sin]
     query_terms = ops.concatenate(query_terms, axis=-1)  # [B, Nq, 4F]
+    if not flat:  # [B, 1, Nq, 4F] x [B, heads, 4F, Nk]
+        return ops.matmul(query_terms[:, None], ops.concatenate(key_terms, axis=2))
     key_terms = ops.concatenate(key_terms, axis=1)  # [B, 4F, heads, Nk]
     shape = ops.shape(key_terms)
     batch, k_len, q_len = shape[0], shape[3], ops.shape(query_terms)[1]

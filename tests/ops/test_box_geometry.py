@@ -149,15 +149,22 @@ def test_orderings_are_a_permutation_of_each_other():
 
 @pytest.mark.parametrize("ordering", bg.ORDERINGS)
 @pytest.mark.parametrize("size_ratio", bg.SIZE_RATIOS)
-def test_geometry_logits_equal_the_projected_embedding(ordering, size_ratio):
-    """The angle-sum formulation equals embedding every pair and projecting."""
+@pytest.mark.parametrize("heads,compiled", [(3, False), (3, True), (1, True)])
+def test_geometry_logits_equal_the_projected_embedding(ordering, size_ratio, heads, compiled):
+    """The angle-sum formulation equals embedding every pair and projecting,
+    op by op and compiled (TensorFlow lays the pairs out differently under
+    XLA), and with one head (whose projection is padded to 8 rows)."""
     rng = np.random.default_rng(5)
     query, key = random_boxes(rng, (2, 4)), random_boxes(rng, (2, 7))
-    kernel = rng.normal(scale=0.3, size=(32, 3)).astype("float32")
-    bias = rng.normal(size=3).astype("float32")
-    got = to_numpy(bg.geometry_logits(query, key, kernel, bias, ordering=ordering,
-                                      size_ratio=size_ratio, size_offset=1.0))
-    assert got.shape == (2, 3, 4, 7)
+    kernel = rng.normal(scale=0.3, size=(32, heads)).astype("float32")
+    bias = rng.normal(size=heads).astype("float32")
+
+    def logits(query, key, kernel, bias):
+        return bg.geometry_logits(query, key, kernel, bias, ordering=ordering,
+                                  size_ratio=size_ratio, size_offset=1.0)
+
+    got = to_numpy((jit(logits) if compiled else logits)(query, key, kernel, bias))
+    assert got.shape == (2, heads, 4, 7)
     for b in range(2):
         embedded = reference_embedding(
             reference_geometry(query[b], key[b], size_ratio, 1.0), 32, ordering=ordering)
