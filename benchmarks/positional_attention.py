@@ -10,7 +10,10 @@ formulation kept here only for comparison: it embeds every pair's 4
 geometry features into the `[B, N, N, 64]` tensor and projects it, where the
 layer builds only the two centre-offset features per pair (half the size)
 and gets the size-ratio half from per-box terms (`ops.box_geometry.
-geometry_logits`). Target: at most 1.5x Keras MHA. Each time is the median
+geometry_logits`). The position-vector rows are PMA-like (different
+positions for every example, `[B, N, d]`) and PWA-like (word positions,
+the same for every sentence, given once as `[1, N, d]`). Target: at most
+1.5x Keras MHA. Each time is the median
 of `--repeats` runs after `--warmup`, the baseline's runs alternating with
 the row's; peak memory is XLA's for the compiled forward+backward
 (`KERAS_BACKEND=jax`). Boxes and position vectors are arguments of the
@@ -98,9 +101,14 @@ def main(argv=None):
          with_boxes),
         ("POA, pairwise embedding",
          lambda: PairwiseEmbeddingAttention(HEADS, key_dim, position_type="boxes"), with_boxes),
-        ("position vectors (PWA/PMA)",
+        ("POA paper, remat_geometry",
+         lambda: positional_object_attention(HEADS, key_dim, remat_geometry=True), with_boxes),
+        ("position vectors [B, N, d]",
          lambda: positional_word_attention(HEADS, key_dim),
          dict(attention_mask=mask, query_positions=positions)),
+        ("position vectors [1, N, d]",
+         lambda: positional_word_attention(HEADS, key_dim),
+         dict(attention_mask=mask, query_positions=positions[:1])),
     ]
     print_comparison(
         x, jits,

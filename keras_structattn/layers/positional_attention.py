@@ -54,7 +54,11 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
     `key_positions` (`[B, T, P]`, `[B, S, P]`: learned word-position
     embeddings, projected box features, ...), projected per head by their own
     `W_q^p`, `W_k^p` (`P -> num_heads x key_dim`, with bias iff `use_bias`)
-    into the positional map `A_pos`. With `position_type="boxes"` it takes
+    into the positional map `A_pos`. Positions that are the same for every
+    example (word positions) can be given once, `[1, T, P]`: they are then
+    projected, and `A_pos` computed, once per batch instead of once per
+    example (at the MCAN shape that makes PWA as fast as Keras MHA, against
+    1.5x with `[B, T, P]`). With `position_type="boxes"` it takes
     `query_boxes` and `key_boxes` (`[B, T, 4]`, `[B, S, 4]`, `[x1, y1, x2,
     y2]`), and `A_pos` is the geometry map `E(R_ij) W_G + b_G` of Relation
     Networks: the relative geometry `R_ij` of the two boxes
@@ -97,10 +101,12 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         share_geometry_weights: one `W_G` column for all heads (the
             released code) instead of one per head (the paper's Eq. 6).
         remat_geometry: recompute the geometry map in the backward pass
-            instead of keeping its pairwise embedding (`[B, dim / 2, Nq Nk]`
-            float32, 82 MB at batch 64 x 100 boxes): at the MCAN shape the
-            layer's peak training memory drops from 2.0x to 1.7x Keras MHA's
-            and its training step slows from 1.3x to 1.5x (JAX, CPU).
+            instead of keeping its pairwise embedding (`[dim / 2, B Nq Nk]`
+            float32, 82 MB at batch 64 x 100 boxes). That saves the memory
+            where it would be kept (TensorFlow without XLA). Under XLA at the
+            MCAN shape it saves nothing (the peak training memory is 1.72x
+            Keras MHA's either way, JAX on CPU) and the training step is
+            slower (1.22x Keras MHA's instead of 1.14x).
         **kwargs: the other arguments of `keras.layers.MultiHeadAttention`
             (`value_dim`, `dropout`, `use_bias`, `output_shape`,
             initializers, regularizers, constraints, `use_gate`, `seed`,
@@ -112,8 +118,9 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         return_attention_scores, training, use_causal_mask: as in
             `keras.layers.MultiHeadAttention` (boolean masks, True = may
             attend).
-        query_positions, key_positions: position vectors (vectors type).
-        query_boxes, key_boxes: boxes (boxes type).
+        query_positions, key_positions: position vectors (vectors type),
+            `[B or 1, T or S, P]`.
+        query_boxes, key_boxes: boxes (boxes type), `[B or 1, T or S, 4]`.
         return_raw_scores: also return the raw maps `(A_sem, A_pos)`, each
             float32 `[B, num_heads, T, S]`, before fusion and masking.
 
@@ -369,6 +376,13 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
                     f"Argument `{name}` must have one row per {what} token. Received: "
                     f"shape {tuple(tensor.shape)} for {what}s of shape {tuple(like.shape)}"
                 )
+            batches = (tensor.shape[0], like.shape[0])
+            if None not in batches and batches[0] not in (1, batches[1]):
+                raise ValueError(
+                    f"Argument `{name}` must have the {what}s' batch size {batches[1]} or 1 "
+                    f"(the same positions for every example). Received: shape "
+                    f"{tuple(tensor.shape)}"
+                )
         return query_pos, key_pos
 
     def _positional_logits(self, query_pos, key_pos):
@@ -419,7 +433,8 @@ def positional_word_attention(num_heads, key_dim, **kwargs):
 
     Call it as `layer(words, words, query_positions=P)` with `P` the
     position embeddings of the words (MCAN+PA: `keras.layers.Embedding(14,
-    d)` of the indices 0..13).
+    d)` of the indices 0..13), best given once as `[1, L, d]` (the same for
+    every sentence; computed once per batch).
     """
     kwargs.setdefault("position_type", "vectors")
     kwargs.setdefault("fusion", "scaled_sum")

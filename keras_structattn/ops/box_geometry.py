@@ -350,9 +350,9 @@ def _size_ratio_logits(query_boxes, key_boxes, weights, rates, size_ratio, size_
         return ops.matmul(query_terms[:, None], ops.concatenate(key_terms, axis=2))
     key_terms = ops.concatenate(key_terms, axis=1)  # [B, 4F, heads, Nk]
     shape = ops.shape(key_terms)
-    batch, k_len, q_len = shape[0], shape[3], ops.shape(query_terms)[1]
-    logits = ops.matmul(query_terms, ops.reshape(key_terms, (batch, shape[1], heads * k_len)))
-    logits = ops.reshape(logits, (batch, q_len, heads, k_len))
+    logits = ops.matmul(query_terms, ops.reshape(key_terms, (shape[0], shape[1], -1)))
+    out = ops.shape(logits)  # [B, Nq, heads Nk]; a batch of 1 broadcasts
+    logits = ops.reshape(logits, (out[0], out[1], heads, shape[3]))
     return ops.transpose(logits, (0, 2, 1, 3))
 
 

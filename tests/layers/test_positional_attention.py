@@ -26,6 +26,7 @@ from keras_structattn.layers import positional_word_attention
 from keras_structattn.layers._masking import get_keras_mask
 from keras_structattn.layers.positional_attention import POA_VARIANTS
 from tests._backend import gradients
+from tests._backend import jit
 from tests.ops.test_box_geometry import random_boxes
 from tests.ops.test_box_geometry import reference_embedding
 from tests.ops.test_box_geometry import reference_geometry
@@ -346,6 +347,32 @@ def test_positions_change_the_output():
                       - to_np(layer(x, x, **{key: rolled}))).max() > 1e-2
 
 
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_positions_given_once_equal_positions_per_example(compiled):
+    """`[1, T, P]` positions (word positions, the same in every sentence) and
+    `[1, T, 4]` boxes give what the same rows repeated for the batch give,
+    also with cross-attention and a mask."""
+    data = inputs(15, B=3, T=4, S=6)
+    x, v = data["query"], data["value"]
+    mask = np.ones((3, 4, 6), bool)
+    mask[1, :, 3:] = False
+    for layer, names in ((positional_multimodal_attention(2, 3), ("query_positions", "key_positions")),
+                         (positional_object_attention(2, 3), ("query_boxes", "key_boxes"))):
+        repeated = {n: np.repeat(data[n][:1], 3, axis=0) for n in names}
+        layer(x, v, **repeated)
+        randomize(layer, 16, scale=0.3)
+
+        def call(x, v, positions, layer=layer):
+            return layer(x, v, attention_mask=mask, return_attention_scores=True, **positions)
+
+        run = jit(call) if compiled else call
+        want = run(x, v, repeated)
+        for once in names, names[:1], names[1:]:  # both given once, or one of them
+            given = dict(repeated, **{n: data[n][:1] for n in once})
+            for got, expected in zip(run(x, v, given), want):
+                np.testing.assert_allclose(to_np(got), to_np(expected), atol=1e-5)
+
 # ---------------------------------------------------------- gradients, NaN
 
 
@@ -574,6 +601,9 @@ def test_bad_position_inputs_are_named():
               key_positions=data["query_positions"][:, :4])
     with pytest.raises(ValueError, match="query_boxes"):  # the query's used for 7 keys
         boxes(x, data["value"][:, :3], query_boxes=data["query_boxes"])
+    with pytest.raises(ValueError, match="key_positions.*batch size 2 or 1"):
+        words(x, x, query_positions=data["query_positions"],
+              key_positions=np.concatenate([data["query_positions"]] * 2))
     with pytest.raises(ValueError, match="variant"):
         positional_object_attention(2, 3, variant="mcan")
     assert set(POA_VARIANTS) == {"paper", "released", "relation_network"}
