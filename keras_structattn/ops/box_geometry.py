@@ -285,9 +285,10 @@ def _offset_logits(query_boxes, key_boxes, weights, rates, size_offset, clip):
 
     `weights` is `[2 features, 2 (sin, cos), F, heads]`. Under XLA the pairs
     of the whole batch form one flat axis (see `geometry_logits`); run op by
-    op, each image is embedded `[dim / 2, Nq Nk]` and projected by a batched
-    matmul, which gives the logits without the transpose the flat layout
-    needs (a separate pass there, fused for free under XLA).
+    op, each image's sines and cosines (`[dim / 4, Nq Nk]` each) are
+    projected by batched matmuls, which give the logits without the
+    transpose the flat layout needs (a separate pass there, fused for free
+    under XLA).
     """
     num, heads = len(rates), weights.shape[-1]
     flat = tracing_for_xla()
@@ -298,19 +299,22 @@ def _offset_logits(query_boxes, key_boxes, weights, rates, size_offset, clip):
     if flat:
         angles = ops.reshape(offsets, (2, 1, -1)) * rates  # [2 features, F, pairs]
         embedded = ops.reshape(ops.stack(sin_cos(angles), axis=1), (4 * num, -1))
-    else:
-        angles = ops.reshape(offsets, (batch, 2, 1, -1)) * rates  # [B, 2, F, Nq Nk]
-        embedded = ops.reshape(ops.stack(sin_cos(angles), axis=2), (batch, 4 * num, -1))
-    projection = ops.transpose(ops.reshape(weights, (4 * num, heads)))
-    if heads < _MIN_DOT_ROWS:
-        # XLA's CPU dot is 2x slower with a single row than with 8 (one
-        # geometry map shared by all heads): compute copies, keep one.
-        projection = ops.tile(projection, (_MIN_DOT_ROWS // heads + 1, 1))
-    if flat:
+        projection = ops.transpose(ops.reshape(weights, (4 * num, heads)))
+        if heads < _MIN_DOT_ROWS:
+            # XLA's CPU dot is 2x slower with a single row than with 8 (one
+            # geometry map shared by all heads): compute copies, keep one.
+            projection = ops.tile(projection, (_MIN_DOT_ROWS // heads + 1, 1))
         logits = ops.matmul(projection, embedded)[:heads]  # [heads, pairs]
         logits = ops.reshape(logits, (heads, batch, q_len, k_len))
         return ops.transpose(logits, (1, 0, 2, 3))
-    logits = ops.matmul(projection, embedded)[:, :heads]  # [B, heads, Nq Nk]
+    # Op by op, sines and cosines are projected apart: stacking them would
+    # copy the whole embedding once more.
+    angles = ops.reshape(offsets, (batch, 2, 1, -1)) * rates  # [B, 2, F, Nq Nk]
+    logits = 0.0
+    for part, values in enumerate(sin_cos(angles)):
+        projection = ops.transpose(ops.reshape(weights[:, part], (2 * num, heads)))
+        values = ops.reshape(values, (batch, 2 * num, -1))
+        logits = logits + ops.matmul(projection, values)  # [B, heads, Nq Nk]
     return ops.reshape(logits, (batch, heads, q_len, k_len))
 
 
