@@ -21,6 +21,8 @@ compiled steps (not constants XLA could fold).
 
 Usage:
     python benchmarks/positional_attention.py [--repeats 10] [--batch 64] [--jit both|on|off]
+        [--only "POA paper (Eq. 8"]  (one row, e.g. with --repeats 31: the
+        ratios of single runs vary by +-0.1 on a busy 2-core machine)
     KERAS_BACKEND=jax python benchmarks/positional_attention.py
 """
 
@@ -71,6 +73,8 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--jit", choices=("both", "on", "off"), default="both")
+    parser.add_argument("--only", default="",
+                        help="time only the rows whose label contains this text")
     args = parser.parse_args(argv)
     jits = {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]
 
@@ -110,6 +114,7 @@ def main(argv=None):
          lambda: positional_word_attention(HEADS, key_dim),
          dict(attention_mask=mask, query_positions=positions[:1])),
     ]
+    rows = [row for row in rows if args.only in row[0]]
     print_comparison(
         x, jits,
         ("keras MHA + mask", lambda: keras.layers.MultiHeadAttention(HEADS, key_dim),
