@@ -21,3 +21,4 @@ from keras_structattn.layers.positional_attention import PositionalMultiHeadAtte
 from keras_structattn.layers.positional_attention import positional_multimodal_attention
 from keras_structattn.layers.positional_attention import positional_object_attention
 from keras_structattn.layers.positional_attention import positional_word_attention
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention

@@ -1,0 +1,139 @@
+"""The one scaled dot-product attention of the library's layers.
+
+Every multi-head layer attends through `scaled_dot_product_attention`. The
+structure a mechanism adds reaches it as plain tensors: a boolean `allowed`
+map (which query may attend which key, per head or for all heads), a Python
+`scale` of the semantic logits, an additive float32 `bias` and an optional
+`top_k`. Two paths with one meaning:
+
+* explicit: float32 logits, `masked_softmax` (masked keys get exactly zero
+  weight; a row without an allowed key gets zero weights, never NaN, never a
+  uniform average), dropout on the weights. Keys and values may be shared by
+  the batch (`[S, N, d]`, a dictionary), then the logits are laid out heads
+  first, `[N, B, T, S]`, so that neither einsum transposes a `[.., T, S]`
+  tensor; only the returned weights are transposed back.
+* fused: `keras.ops.dot_product_attention`, the kernel Keras' own
+  `MultiHeadAttention` uses, taken when neither the weights nor dropout are
+  needed, the layer computes in float32 and keys and values are batched. The
+  kernel averages the values of a row without any allowed key, so such rows
+  are zeroed afterwards, as zero weights would give.
+
+See docs/attention_core.md.
+"""
+
+from typing import NamedTuple
+
+from keras import ops
+
+from keras_structattn.ops.masked_softmax import MASKED_LOGIT
+from keras_structattn.ops.masked_softmax import masked_softmax
+
+
+class LogitStructure(NamedTuple):
+    """What a mechanism adds to the logits `scale * Q K^T / sqrt(d) + bias`.
+
+    Attributes:
+        allowed: None or boolean `[B, 1 or N, T, S]` (True = may attend).
+        scale: a Python float multiplying the semantic logits.
+        bias: None or float32, broadcastable to `[B, N, T, S]`.
+        top_k: None, or keep only each row's `top_k` largest allowed logits
+            (ties with the k-th are kept).
+    """
+
+    allowed: object = None
+    scale: float = 1.0
+    bias: object = None
+    top_k: int = None
+
+
+def and_masks(first, second):
+    """Logical AND of two optional boolean masks (None = everything allowed)."""
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return ops.logical_and(first, second)
+
+
+def keep_top_k(logits, allowed, k):
+    """`allowed` narrowed to each row's `k` largest allowed logits."""
+    if logits.shape[-1] is not None:
+        k = min(k, logits.shape[-1])
+    candidates = logits if allowed is None else ops.where(allowed, logits, MASKED_LOGIT)
+    kth = ops.top_k(candidates, k)[0][..., k - 1 : k]
+    return and_masks(allowed, ops.greater_equal(logits, kth))
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    structure,
+    *,
+    key_dim,
+    dropout_layer,
+    training,
+    compute_dtype,
+    need_weights,
+):
+    """Attention of projected heads under a `LogitStructure`.
+
+    Args:
+        query: `[B, T, N, key_dim]`.
+        key, value: `[B, S, N, d]`, or `[S, N, d]` shared by the batch.
+        structure: a `LogitStructure`; its `allowed` and `bias` are laid
+            out `[B, 1 or N, T, S]` for shared keys too.
+        key_dim: the per-head key size (the logits are divided by its root).
+        dropout_layer: a `keras.layers.Dropout` for the weights, or None.
+        training: the dropout switch.
+        compute_dtype: the layer's compute dtype.
+        need_weights: whether the caller needs the weights.
+
+    Returns:
+        `(output [B, T, N, dv], weights [B, N, T, S] float32 or None)`.
+    """
+    scale = structure.scale / float(key_dim) ** 0.5
+    allowed = structure.allowed
+    dropout = dropout_layer is not None and dropout_layer.rate > 0.0 and bool(training)
+    shared = len(key.shape) == 3
+    fused = (
+        not need_weights
+        and not dropout
+        and not shared
+        and structure.top_k is None
+        and compute_dtype == "float32"
+        # JAX's kernel wants values as wide as keys.
+        and key.shape[-1] == value.shape[-1]
+    )
+    if fused:
+        output = ops.dot_product_attention(
+            query, key, value, bias=structure.bias, mask=allowed, scale=scale
+        )
+        if allowed is not None:
+            # [B, 1 or N, T, S] -> [B, T, 1 or N, 1]
+            has_key = ops.transpose(ops.any(allowed, axis=-1), (0, 2, 1))[..., None]
+            output = ops.where(has_key, output, ops.zeros_like(output))
+        return output, None
+    query = ops.multiply(query, ops.cast(scale, query.dtype))
+    if shared:
+        logits = ops.einsum("btnk,snk->nbts", query, key)
+        if allowed is not None:
+            allowed = ops.transpose(allowed, (1, 0, 2, 3))
+    else:
+        logits = ops.einsum("bsnk,btnk->bnts", key, query)
+    logits = ops.cast(logits, "float32")
+    if structure.bias is not None:
+        bias = structure.bias
+        logits = logits + (ops.transpose(bias, (1, 0, 2, 3)) if shared else bias)
+    if structure.top_k is not None:
+        allowed = keep_top_k(logits, allowed, structure.top_k)
+    weights = masked_softmax(logits, allowed)
+    dropped = ops.cast(weights, compute_dtype)
+    if dropout:
+        dropped = dropout_layer(dropped, training=training)
+    if shared:
+        output = ops.einsum("nbts,snv->btnv", dropped, value)
+        weights = ops.transpose(weights, (1, 0, 2, 3))
+    else:
+        output = ops.einsum("bnts,bsnv->btnv", dropped, value)
+    return output, weights
