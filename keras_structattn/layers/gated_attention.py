@@ -1,4 +1,4 @@
-"""Gated multi-head self-attention (MUAN, seed 004; Yu et al., arXiv 1908.04107).
+"""Gated multi-head self-attention (MUAN: Yu et al., 2019, arXiv:1908.04107).
 
 Before the scaled dot products, a gate computed by low-rank bilinear pooling
 of each token's own query and key reweights that query and that key (the
@@ -10,23 +10,20 @@ paper's Eqs. 4-6):
 
 Token i's gate is computed from token i's query and token i's key, so the
 query and the key must be the same sequence length: this is self-attention.
-See /work/shared/specs/vl_attention_specs.md, section C.
+See docs/gated_attention.md.
 """
 
 import keras
 from keras import ops
 
-from keras_structattn.layers._attend import allowed_from_mask
-from keras_structattn.layers._attend import attend
-from keras_structattn.layers._masking import check_explicit_attention_options
-from keras_structattn.layers._masking import check_sequence_shapes
-from keras_structattn.layers._masking import merged_attention_mask
-from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 
-# Channels of the gate's last axis (the order of S6, openvqa/models/muan).
-KEY_CHANNEL = 0
-QUERY_CHANNEL = 1
+# Channels of the gate's last axis: the paper's M = [M_q, M_k] (Eq. 5). The
+# third-party openvqa code orders them the other way round; see
+# docs/gated_attention.md for porting its weights.
+QUERY_CHANNEL = 0
+KEY_CHANNEL = 1
 
 
 def _check_same_length(query_length, key_length):
@@ -40,18 +37,19 @@ def _check_same_length(query_length, key_length):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
+class GatedMultiHeadAttention(StructuredMultiHeadAttention):
     """Multi-head self-attention whose queries and keys are gated per token.
 
     The gated self-attention (GSA) of MUAN. Q, K and V are projected as in
     `keras.layers.MultiHeadAttention` (`key_dim` is the per-head size). Then,
     per token and (by default) per head,
     `M = sigmoid(FC_g(FC_q^g(Q_h) * FC_k^g(K_h)))` with `FC_q^g, FC_k^g:
-    key_dim -> gate_dim` and `FC_g: gate_dim -> 2`; channel 0 of `M` gates
-    the key and channel 1 the query (`KEY_CHANNEL`, `QUERY_CHANNEL`: the
-    order of the only public code, nbgao/openvqa `muan/mua.py`; the paper
-    does not fix it), each one scalar per token and head broadcast over the
-    head's features. Attention is then ordinary scaled dot-product attention
+    key_dim -> gate_dim` and `FC_g: gate_dim -> 2`. The paper writes
+    `M = [M_q, M_k]` (Eq. 5): channel 0 gates the query and channel 1 the
+    key (`QUERY_CHANNEL`, `KEY_CHANNEL`; the third-party openvqa code has
+    them the other way round, see docs/gated_attention.md to port its
+    weights), each one scalar per token and head broadcast over the head's
+    features. Attention is then ordinary scaled dot-product attention
     on the gated queries and keys; values are not gated. Gates are computed
     for every token, padded ones included (masks act on the logits only).
 
@@ -67,8 +65,8 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         num_heads: number of attention heads.
         key_dim: size of each head for query and key (d_h).
         gate_dim: d_g, the width of the bilinear pooling space. Default:
-            `key_dim` (d_g = d_h, as in the paper and S6).
-        gate_per_head: True (default, S6): one gate pair per token *and
+            `key_dim` (d_g = d_h, as in the paper and the openvqa code).
+        gate_per_head: True (default, as the openvqa code): one gate pair per token *and
             head*, computed from that head's projected query and key
             (`FC_q^g, FC_k^g: key_dim -> gate_dim`). False: one gate pair
             per token computed from the full-width query and key
@@ -76,7 +74,8 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
             and applied to every head.
         share_gate_weights_across_heads: with `gate_per_head=True`, whether
             all heads use the same `FC_q^g, FC_k^g, FC_g` (True, default, as
-            in S6: the parameter counts of the paper's Table I agree) or each
+            the openvqa code: the parameter counts of the paper's Table I
+            agree) or each
             head has its own. Must stay True when `gate_per_head=False`
             (there is only one gate then).
         qk_gate: the MUAN gate on/off switch. Not named `use_gate`, because
@@ -99,13 +98,16 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
             `keras.layers.MultiHeadAttention` (boolean masks, True = may
             attend); `key` (or `value` when `key` is None) must have the
             query's length. An explicit `query_mask=` is honoured.
-        return_gates: also return the gates.
+        return_gates: keyword-only; also return the gates.
+        cache, cache_update_index: keyword-only; as in
+            `StructuredMultiHeadAttention` (a cache is written through
+            `cache_update_index`, which gates each token's key once).
 
     Returns:
         `[B, T, output_dim]`; then the attention weights
         `[B, num_heads, T, T]` (float32) if `return_attention_scores`; then
-        the gates `[B, num_heads, T, 2]` (float32; channel 0 = key gate,
-        channel 1 = query gate; identical across heads when
+        the gates `[B, num_heads, T, 2]` (float32; channel 0 = query gate,
+        channel 1 = key gate; identical across heads when
         `gate_per_head=False`, all ones when `qk_gate=False`) if
         `return_gates`.
     """
@@ -120,9 +122,6 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         qk_gate=True,
         **kwargs,
     ):
-        check_explicit_attention_options(
-            kwargs, "the layer zeroes rows without allowed keys, which the flash kernels do not"
-        )
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         if gate_dim is None:
             gate_dim = key_dim
@@ -174,7 +173,6 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None):
-        check_sequence_shapes(self, query_shape, value_shape)
         key_length = (value_shape if key_shape is None else key_shape)[1]
         _check_same_length(query_shape[1], key_length)
         super().build(query_shape, value_shape, key_shape)
@@ -211,33 +209,6 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         pooled = self._qk_gate_query.compute_output_shape(projected)
         self._qk_gate_output = dense(out, "qk_gate_output", pooled)
 
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-        return_gates=False,
-    ):
-        key_shape = None if key is None else key.shape
-        _check_same_length(query.shape[1], (value if key is None else key).shape[1])
-        output_shape = self.compute_output_shape(query.shape, value.shape, key_shape)
-        outputs = [keras.KerasTensor(output_shape, dtype=self.compute_dtype)]
-        batch, length = query.shape[0], query.shape[1]
-        if return_attention_scores:
-            shape = (batch, self._num_heads, length, value.shape[1])
-            outputs.append(keras.KerasTensor(shape, dtype="float32"))
-        if return_gates:
-            shape = (batch, self._num_heads, length, 2)
-            outputs.append(keras.KerasTensor(shape, dtype="float32"))
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
     def call(
         self,
         query,
@@ -250,45 +221,40 @@ class GatedMultiHeadAttention(keras.layers.MultiHeadAttention):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        *,
         return_gates=False,
+        cache=None,
+        cache_update_index=None,
     ):
+        return self._attention_call(
+            query, value, key, query_mask, value_mask, key_mask, attention_mask,
+            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
+            return_gates=return_gates,
+        )
+
+    def _check_inputs(self, query, value, key, state):
+        if key is not None:
+            _check_same_length(query.shape[1], key.shape[1])
+
+    def _transform_heads(self, query, key, state):
+        state["gates"] = None
+        if not self._qk_gate:
+            return query, key
         if key is None:
-            key = value
-        _check_same_length(query.shape[1], key.shape[1])
-        attention_mask = merged_attention_mask(
-            self, query, value, key, query_mask, value_mask, key_mask, attention_mask,
-            use_causal_mask,
-        )
-        if self._use_gate:
-            output_gate = self._gate_dense(query)
-        query = self._query_dense(query)
-        key = self._key_dense(key)
-        value = self._value_dense(value)
-        gates = None
-        if self._qk_gate:
-            gates = self._gates(query, key)  # [B, T, N or 1, 2]
-            query = ops.multiply(query, gates[..., QUERY_CHANNEL : QUERY_CHANNEL + 1])
-            key = ops.multiply(key, gates[..., KEY_CHANNEL : KEY_CHANNEL + 1])
-        output, weights = attend(
-            self,
-            query,
-            key,
-            value,
-            allowed_from_mask(attention_mask),
-            training,
-            need_weights=return_attention_scores,
-        )
-        if self._use_gate:
-            output = ops.multiply(output, output_gate)
-        output = self._output_dense(output)
-        if query_mask is not None:
-            set_keras_mask(output, query_mask)
-        outputs = [output]
-        if return_attention_scores:
-            outputs.append(weights)
-        if return_gates:
-            outputs.append(self._gates_for_inspection(gates, query))
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+            raise ValueError(
+                "GatedMultiHeadAttention gates each token's key when it is projected, "
+                "so a cache must be written through `cache_update_index`, not read as it is."
+            )
+        gates = self._gates(query, key)  # [B, T, N or 1, 2]
+        state["gates"] = gates
+        query = ops.multiply(query, gates[..., QUERY_CHANNEL : QUERY_CHANNEL + 1])
+        key = ops.multiply(key, gates[..., KEY_CHANNEL : KEY_CHANNEL + 1])
+        return query, key
+
+    def _extra_outputs(self, query, key, state):
+        if not state["return_gates"]:
+            return []
+        return [self._gates_for_inspection(state["gates"], query)]
 
     def _gates(self, query, key):
         """Gates `[B, T, N, 2]` (per head) or `[B, T, 1, 2]` (full width)

@@ -1,29 +1,27 @@
 """Multi-head attention restricted, head by head, to the edges of a relation graph.
 
-Seed 000 (Kant et al., SA-M4C): each head attends only along a subset of the
-spatial relations between boxes (one head per relation, plus neighbouring
+SA-M4C (Kant et al., 2020, "Spatially Aware Multimodal Transformers for
+TextVQA", arXiv:2007.12146, Section 3.2): each head attends only along a
+subset of the spatial relations between boxes (one head per relation, plus neighbouring
 directions), so heads look at local context instead of learning redundant
 global features. The graph arrives as one int label per (query, key) pair;
-see `keras_structattn.ops.relation_tables` for the labels and the tables.
+see `keras_structattn.ops.relation_tables` for the labels and the tables,
+and docs/graph_attention.md.
 """
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn.layers._masking import check_explicit_attention_options
-from keras_structattn.layers._masking import check_sequence_shapes
-from keras_structattn.layers._masking import merged_attention_mask
-from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.layers._attention_core import LogitStructure
+from keras_structattn.layers._attention_core import and_masks
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 from keras_structattn.ops import relation_tables as rt
-from keras_structattn.ops.masked_softmax import MASKED_LOGIT
-from keras_structattn.ops.masked_softmax import masked_softmax
-
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
+class GraphMultiHeadAttention(StructuredMultiHeadAttention):
     """Multi-head attention in which each head follows its own relations.
 
     A drop-in for `keras.layers.MultiHeadAttention` with one more call
@@ -64,13 +62,17 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
         return_attention_scores, training, use_causal_mask: as in
             `keras.layers.MultiHeadAttention` (boolean masks, True = may
             attend).
-        relations: int labels `[B, T, S]`, or None for a graph that joins
-            every pair with an `IMPLICIT` edge (then the layer is ordinary
-            multi-head attention, apart from zero rows and `top_k`).
+        relations: keyword-only; int labels `[B, T, S]`, or None for a graph
+            that joins every pair with an `IMPLICIT` edge (then the layer is
+            `keras.layers.MultiHeadAttention` with the same weights, apart
+            from zero rows and `top_k`).
+        cache, cache_update_index: keyword-only; as in
+            `StructuredMultiHeadAttention`.
 
     Returns:
         `[B, T, output_dim]`, and with `return_attention_scores=True` also
-        the attention weights `[B, num_heads, T, S]` (float32).
+        the attention weights `[B, num_heads, T, S]` (float32); then the
+        cache if one was given.
     """
 
     def __init__(
@@ -84,9 +86,6 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
         top_k=None,
         **kwargs,
     ):
-        check_explicit_attention_options(
-            kwargs, "relation masks need the explicit attention weights"
-        )
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         if head_relations is None:
             if num_heads != 12:
@@ -135,7 +134,6 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None):
-        check_sequence_shapes(self, query_shape, value_shape)
         super().build(query_shape, value_shape, key_shape)
         if self._use_relation_bias:
             # Float32 under mixed precision (the variable dtype), like the logits.
@@ -145,35 +143,11 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
                 initializer="zeros",
             )
 
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        relations=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-    ):
-        output_shape = self.compute_output_shape(
-            query.shape, value.shape, None if key is None else key.shape
-        )
-        output = keras.KerasTensor(output_shape, dtype=self.compute_dtype)
-        if return_attention_scores:
-            weights_shape = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
-            return output, keras.KerasTensor(weights_shape, dtype="float32")
-        return output
-
     def call(
         self,
         query,
         value,
         key=None,
-        relations=None,
         query_mask=None,
         value_mask=None,
         key_mask=None,
@@ -181,69 +155,43 @@ class GraphMultiHeadAttention(keras.layers.MultiHeadAttention):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        *,
+        relations=None,
+        cache=None,
+        cache_update_index=None,
     ):
-        if key is None:
-            key = value
-        if relations is not None:
-            _checks.rank("relations", relations, 3)
-            for axis, (got, want) in enumerate(
-                zip(relations.shape[1:], (query.shape[1], value.shape[1]))
-            ):
-                if got is not None and want is not None and got != want:
-                    raise ValueError(
-                        "Argument `relations` must be [B, T, S] for T queries and S keys. "
-                        f"Received: relations.shape={tuple(relations.shape)}, "
-                        f"query.shape={tuple(query.shape)}, value.shape={tuple(value.shape)}"
-                    )
-        attention_mask = merged_attention_mask(
-            self, query, value, key, query_mask, value_mask, key_mask, attention_mask,
-            use_causal_mask,
+        return self._attention_call(
+            query, value, key, query_mask, value_mask, key_mask, attention_mask,
+            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
+            relations=relations,
         )
-        if self._use_gate:
-            gate = self._gate_dense(query)
-        output, weights = self._graph_attention(
-            self._query_dense(query),
-            self._key_dense(key),
-            self._value_dense(value),
-            relations,
-            attention_mask,
-            training,
-        )
-        if self._use_gate:
-            output = ops.multiply(output, gate)
-        output = self._output_dense(output)
-        if query_mask is not None:
-            set_keras_mask(output, query_mask)
-        if return_attention_scores:
-            return output, weights
-        return output
 
-    def _graph_attention(self, query, key, value, relations, attention_mask, training):
-        """Masked attention over projected `[B, T, N, d]` inputs.
+    def _check_inputs(self, query, value, key, state):
+        relations = state["relations"]
+        if relations is None:
+            return
+        _checks.rank("relations", relations, 3)
+        memory = value if value is not None else key
+        key_length = None if memory is None else memory.shape[1]
+        for got, want in zip(relations.shape[1:], (query.shape[1], key_length)):
+            if got is not None and want is not None and got != want:
+                raise ValueError(
+                    "Argument `relations` must be [B, T, S] for T queries and S keys. "
+                    f"Received: relations.shape={tuple(relations.shape)}, "
+                    f"query.shape={tuple(query.shape)}, value.shape="
+                    f"{None if memory is None else tuple(memory.shape)}"
+                )
 
-        Returns `(output [B, T, N, dv], weights [B, N, T, S] float32)`.
-        """
-        query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
-        logits = ops.cast(ops.einsum(self._dot_product_equation, key, query), "float32")
-        allowed = None
+    def _logit_structure(self, query, key, allowed, state):
+        relations = state["relations"]
+        bias = None
         if relations is not None:
             labels = ops.cast(relations, "int32")
             # [B, T, S, N] by label lookup, then heads second as in the logits.
             table = ops.convert_to_tensor(self._label_table)
-            allowed = ops.transpose(ops.take(table, labels, axis=0), (0, 3, 1, 2))
+            by_head = ops.transpose(ops.take(table, labels, axis=0), (0, 3, 1, 2))
+            allowed = and_masks(by_head, allowed)
             if self._use_relation_bias:
                 beta = ops.transpose(ops.cast(self.relation_bias, "float32"))
-                logits = logits + ops.transpose(ops.take(beta, labels, axis=0), (0, 3, 1, 2))
-        if attention_mask is not None:
-            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
-            allowed = mask if allowed is None else ops.logical_and(allowed, mask)
-        if self._top_k is not None:
-            k = self._top_k if logits.shape[-1] is None else min(self._top_k, logits.shape[-1])
-            candidates = logits if allowed is None else ops.where(allowed, logits, MASKED_LOGIT)
-            kth = ops.top_k(candidates, k)[0][..., k - 1 : k]
-            above = ops.greater_equal(logits, kth)
-            allowed = above if allowed is None else ops.logical_and(allowed, above)
-        weights = masked_softmax(logits, allowed)
-        dropped = self._dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
-        output = ops.einsum(self._combine_equation, dropped, value)
-        return output, weights
+                bias = ops.transpose(ops.take(beta, labels, axis=0), (0, 3, 1, 2))
+        return LogitStructure(allowed=allowed, bias=bias, top_k=self._top_k)

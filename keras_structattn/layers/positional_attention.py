@@ -1,4 +1,4 @@
-"""Positional multi-head attention (MCAN+PA, seed 003; Mao et al., TNNLS 2022).
+"""Positional multi-head attention (MCAN+PA: Mao et al., 2022).
 
 A raw *positional* attention map, computed from where the tokens are, is
 fused with the raw *semantic* map of ordinary multi-head attention before
@@ -19,8 +19,8 @@ with three fusions:
 
 (`relation_network` clips at 1e-6 rather than applying a ReLU first: the
 same numbers, since `log(max(relu(x), 1e-6)) = log(max(x, 1e-6))`.)
-See ../shared/specs/vl_attention_specs.md, section D, for what the released
-code does differently from the paper; `positional_object_attention(variant=
+See docs/positional_attention.md for what the released code does
+differently from the paper; `positional_object_attention(variant=
 "released")` reproduces it.
 """
 
@@ -29,12 +29,8 @@ import math
 import keras
 from keras import ops
 
-from keras_structattn.layers._attend import allowed_from_mask
-from keras_structattn.layers._attend import attend
-from keras_structattn.layers._masking import check_explicit_attention_options
-from keras_structattn.layers._masking import check_sequence_shapes
-from keras_structattn.layers._masking import merged_attention_mask
-from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.layers._attention_core import LogitStructure
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 from keras_structattn.ops import box_geometry
 
@@ -46,7 +42,7 @@ _SQRT_HALF = 1.0 / math.sqrt(2.0)
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
+class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
     """Multi-head attention whose logits also see the tokens' positions.
 
     A drop-in for `keras.layers.MultiHeadAttention` with position inputs.
@@ -118,16 +114,24 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         return_attention_scores, training, use_causal_mask: as in
             `keras.layers.MultiHeadAttention` (boolean masks, True = may
             attend).
-        query_positions, key_positions: position vectors (vectors type),
-            `[B or 1, T or S, P]`.
-        query_boxes, key_boxes: boxes (boxes type), `[B or 1, T or S, 4]`.
-        return_raw_scores: also return the raw maps `(A_sem, A_pos)`, each
-            float32 `[B, num_heads, T, S]`, before fusion and masking.
+        query_positions, key_positions: keyword-only; position vectors
+            (vectors type), `[B or 1, T or S, P]`.
+        query_boxes, key_boxes: keyword-only; boxes (boxes type),
+            `[B or 1, T or S, 4]`. With no positions at all the layer is
+            `keras.layers.MultiHeadAttention` with the same weights (no
+            positional map, no fusion).
+        return_raw_scores: keyword-only; also return the raw maps
+            `(A_sem, A_pos)`, each float32 `[B, num_heads, T, S]`, before
+            fusion and masking (`A_pos` zeros without positions).
+        cache, cache_update_index: keyword-only; as in
+            `StructuredMultiHeadAttention` (positions then cover the query's
+            new rows and the whole cache).
 
     Returns:
         `[B, T, output_dim]`; then the fused attention weights
         `[B, num_heads, T, S]` (float32) if `return_attention_scores`; then
-        `A_sem` and `A_pos` if `return_raw_scores`.
+        `A_sem` and `A_pos` if `return_raw_scores`; then the cache if one
+        was given.
     """
 
     def __init__(
@@ -148,9 +152,6 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         remat_geometry=False,
         **kwargs,
     ):
-        check_explicit_attention_options(
-            kwargs, "the layer adds a positional map to the logits and zeroes empty rows"
-        )
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         # Boxes must reach the geometry in float32: its angles are 100 x
         # log-ratios, so float16 coordinates would move them by tenths of a
@@ -216,7 +217,6 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None):
-        check_sequence_shapes(self, query_shape, value_shape)
         super().build(query_shape, value_shape, key_shape)
         common = self._get_common_kwargs_for_sublayer()
         if self._position_type == "vectors":
@@ -253,42 +253,11 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
                 autocast=False,
             )
 
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        query_positions=None,
-        key_positions=None,
-        query_boxes=None,
-        key_boxes=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-        return_raw_scores=False,
-    ):
-        self._positions(query, value, query_positions, key_positions, query_boxes, key_boxes)
-        key_shape = None if key is None else key.shape
-        output_shape = self.compute_output_shape(query.shape, value.shape, key_shape)
-        outputs = [keras.KerasTensor(output_shape, dtype=self.compute_dtype)]
-        shape = (query.shape[0], self._num_heads, query.shape[1], value.shape[1])
-        count = int(bool(return_attention_scores)) + 2 * int(bool(return_raw_scores))
-        outputs += [keras.KerasTensor(shape, dtype="float32") for _ in range(count)]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
     def call(
         self,
         query,
         value,
         key=None,
-        query_positions=None,
-        key_positions=None,
-        query_boxes=None,
-        key_boxes=None,
         query_mask=None,
         value_mask=None,
         key_mask=None,
@@ -296,51 +265,56 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        *,
+        query_positions=None,
+        key_positions=None,
+        query_boxes=None,
+        key_boxes=None,
         return_raw_scores=False,
+        cache=None,
+        cache_update_index=None,
     ):
-        if key is None:
-            key = value
-        query_pos, key_pos = self._positions(
-            query, value, query_positions, key_positions, query_boxes, key_boxes
+        return self._attention_call(
+            query, value, key, query_mask, value_mask, key_mask, attention_mask,
+            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
+            query_positions=query_positions,
+            key_positions=key_positions,
+            query_boxes=query_boxes,
+            key_boxes=key_boxes,
+            return_raw_scores=return_raw_scores,
         )
-        attention_mask = merged_attention_mask(
-            self, query, value, key, query_mask, value_mask, key_mask, attention_mask,
-            use_causal_mask,
-        )
-        if self._use_gate:
-            output_gate = self._gate_dense(query)
-        positional = self._positional_logits(query_pos, key_pos)  # [B, N or 1, T, S]
-        logit_scale, logit_bias = self._fuse(positional)
-        query = self._query_dense(query)
-        key = self._key_dense(key)
-        value = self._value_dense(value)
-        output, weights = attend(
-            self,
+
+    def _check_inputs(self, query, value, key, state):
+        state["positions"] = self._positions(
             query,
-            key,
-            value,
-            allowed_from_mask(attention_mask),
-            training,
-            need_weights=return_attention_scores,
-            logit_scale=logit_scale,
-            logit_bias=logit_bias,
+            value if value is not None else key,
+            *(state[name] for name in ("query_positions", "key_positions",
+                                       "query_boxes", "key_boxes")),
         )
-        if self._use_gate:
-            output = ops.multiply(output, output_gate)
-        output = self._output_dense(output)
-        if query_mask is not None:
-            set_keras_mask(output, query_mask)
-        outputs = [output]
-        if return_attention_scores:
-            outputs.append(weights)
-        if return_raw_scores:
-            scaled = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
-            semantic = ops.cast(ops.einsum(self._dot_product_equation, key, scaled), "float32")
-            outputs += [semantic, ops.broadcast_to(positional, ops.shape(semantic))]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _logit_structure(self, query, key, allowed, state):
+        positional = None
+        if state["positions"] is not None:
+            positional = self._positional_logits(*state["positions"])  # [B, N or 1, T, S]
+        state["positional"] = positional
+        if positional is None:
+            return LogitStructure(allowed=allowed)
+        scale, bias = self._fuse(positional)
+        return LogitStructure(allowed=allowed, scale=scale, bias=bias)
+
+    def _extra_outputs(self, query, key, state):
+        if not state["return_raw_scores"]:
+            return []
+        scaled = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+        semantic = ops.cast(ops.einsum(self._dot_product_equation, key, scaled), "float32")
+        positional = state["positional"]
+        if positional is None:
+            positional = ops.zeros_like(semantic)
+        return [semantic, ops.broadcast_to(positional, ops.shape(semantic))]
 
     def _positions(self, query, value, query_positions, key_positions, query_boxes, key_boxes):
-        """Checks the position inputs; returns `(query's, key's)`."""
+        """Checks the position inputs; returns `(query's, key's)`, or None
+        when none is given (then the layer is plain multi-head attention)."""
         vectors = self._position_type == "vectors"
         names = ("query_positions", "key_positions", "query_boxes", "key_boxes")
         inputs = (query_positions, key_positions, query_boxes, key_boxes)
@@ -354,10 +328,12 @@ class PositionalMultiHeadAttention(keras.layers.MultiHeadAttention):
                 )
         query_pos, key_pos = given[wanted[0]], given[wanted[1]]
         if query_pos is None:
-            raise ValueError(
-                f"PositionalMultiHeadAttention(position_type={self._position_type!r}) needs "
-                f"`{wanted[0]}` (and `{wanted[1]}` unless it is self-attention)."
-            )
+            if key_pos is not None:
+                raise ValueError(
+                    f"Argument `{wanted[1]}` needs `{wanted[0]}`: positions of the queries "
+                    "and the keys together, or none (plain multi-head attention)."
+                )
+            return None
         key_name = wanted[1]
         if key_pos is None:
             key_pos, key_name = query_pos, wanted[0]

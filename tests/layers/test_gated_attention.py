@@ -1,11 +1,11 @@
-"""Tests of `GatedMultiHeadAttention` (MUAN gated self-attention, seed 004).
+"""Tests of `GatedMultiHeadAttention` (MUAN gated self-attention, Yu et al., 2019).
 
 The layer is checked against a NumPy reference written here with explicit
 loops over batch, token, head, query and key, straight from the paper's
-Eqs. 4-6 and /work/shared/specs/vl_attention_specs.md section C: Q, K, V
+Eqs. 4-6 (arXiv:1908.04107): Q, K, V
 projections with the layer's own kernels; per token (and head), pooled =
-FC_q^g(q) * FC_k^g(k), gate = sigmoid(FC_g(pooled)), channel 0 scaling the
-key and channel 1 the query; logits scaled by key_dim**-0.5; softmax over
+FC_q^g(q) * FC_k^g(k), gate = sigmoid(FC_g(pooled)) = [M_q, M_k] (Eq. 5),
+channel 0 scaling the query and channel 1 the key; logits scaled by key_dim**-0.5; softmax over
 the allowed keys, zero weights for rows without any; output projection.
 Plus: `qk_gate=False` is Keras MHA, the gate changes the attention, a
 constant gate is a temperature, Keras conventions (config and `.keras`
@@ -106,10 +106,10 @@ def reference(layer, query, value=None, mask=None):
     for b in range(B):
         for h in range(N):
             for i in range(T):
-                q_gated = q[b, i, h] * gates[b, h, i, 1]  # channel 1: the query
+                q_gated = q[b, i, h] * gates[b, h, i, 0]  # channel 0: the query (Eq. 5)
                 logits, allowed = [], []
                 for j in range(S):
-                    k_gated = k[b, j, h] * gates[b, h, j, 0]  # channel 0: the key
+                    k_gated = k[b, j, h] * gates[b, h, j, 1]  # channel 1: the key
                     logits.append(float(np.dot(q_gated, k_gated)) / math.sqrt(key_dim))
                     allowed.append(mask is None or bool(mask[b, i, j]))
                 if not any(allowed):
@@ -304,8 +304,8 @@ def test_gate_changes_the_attention():
 
 @pytest.mark.parametrize("per_head", [True, False])
 def test_constant_gates_are_a_temperature(per_head):
-    """With FC_g's kernel zero, the gates are constants a (key) and b
-    (query) from its bias, so the logits are scaled by a * b: the same as
+    """With FC_g's kernel zero, the gates are constants a (query, channel
+    0) and b (key, channel 1) from its bias, so the logits are scaled by a * b: the same as
     Keras MHA with the query projection scaled by a * b."""
     x = random_inputs(13)
     layer = GatedMultiHeadAttention(num_heads=2, key_dim=4, gate_per_head=per_head)

@@ -591,12 +591,13 @@ def test_bad_position_inputs_are_named():
     data = inputs(29)
     x = data["query"]
     words, boxes = positional_word_attention(2, 3), positional_object_attention(2, 3)
-    with pytest.raises(ValueError, match="query_positions"):
-        words(x, x)
+    # Key positions alone are an error (no positions at all: plain MHA).
+    with pytest.raises(ValueError, match="key_positions` needs `query_positions"):
+        words(x, x, key_positions=data["query_positions"])
     with pytest.raises(ValueError, match="query_boxes"):
         words(x, x, query_positions=data["query_positions"], query_boxes=data["query_boxes"])
-    with pytest.raises(ValueError, match="query_boxes"):
-        boxes(x, x)
+    with pytest.raises(ValueError, match="key_boxes` needs `query_boxes"):
+        boxes(x, x, key_boxes=data["query_boxes"])
     with pytest.raises(ValueError, match="query_boxes"):
         boxes(x, x, query_boxes=data["query_boxes"][..., :3])
     with pytest.raises(ValueError, match="key_positions"):
