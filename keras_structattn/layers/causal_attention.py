@@ -31,13 +31,15 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn.layers._masking import check_explicit_attention_options
+from keras_structattn.layers._attention_core import LogitStructure
+from keras_structattn.layers._attention_core import scaled_dot_product_attention
 from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 from keras_structattn.ops import kmeans
 from keras_structattn.ops.masked_softmax import masked_softmax
 
-FUSIONS = ("concat_dense", "concat", "none")
+FUSIONS = ("concat", "concat_dense", "none")
 
 
 def uniform_dictionary_initializer():
@@ -235,80 +237,23 @@ class GlobalDictionary(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class ExplicitMultiHeadAttention(keras.layers.MultiHeadAttention):
-    """`keras.layers.MultiHeadAttention` always on the explicit path.
+class CausalAttention(StructuredMultiHeadAttention):
+    """CATT causal-intervention attention: IS-ATT over the sample plus CS-ATT over a dictionary.
 
-    Same arguments, weights and results as Keras MHA, except: logits,
-    masking and softmax are float32 under mixed precision; a query row with
-    no allowed key gets zero weights (its output is the output bias), in
-    every case; the fused `ops.dot_product_attention` kernel is never used
-    (its fully masked rows average all keys, and jitted by JAX on a CPU it
-    rejects float16 inputs). Scores come back float32. The base of
-    `CausalAttention`, and the cross-attention of the CATT decoder.
-    """
-
-    def _compute_attention(
-        self,
-        query,
-        key,
-        value,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-        use_causal_mask=False,
-    ):
-        # `call` has merged the causal mask into `attention_mask`.
-        return self._attend(query, key, value, attention_mask, training)
-
-    def _attend(self, query, key, value, mask, training):
-        """Attention over projected inputs, with zero rows.
-
-        Args:
-            query: `[B, T, N, dk]`.
-            key, value: `[B, S, N, d]`, or `[S, N, d]` shared by the batch.
-            mask: bool broadcastable to `[B, T, S]`, or None.
-
-        Returns:
-            `(context [B, T, N, dv], weights [B, N, T, S] float32)`.
-        """
-        query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
-        # Batched keys: `[B, N, T, S]` as in Keras MHA. Shared keys: heads
-        # first, `[N, B, T, S]`, the natural output of a dot product batched
-        # over heads only, so that neither einsum transposes a `[.., T, S]`
-        # tensor (with K = 500 entries the largest of the layer). Only the
-        # returned weights are transposed, and compiled code drops that
-        # when they are not used.
-        shared = len(key.shape) == 3
-        if shared:
-            logits = ops.einsum("btnk,snk->nbts", query, key)
-        else:
-            logits = ops.einsum("bsnk,btnk->bnts", key, query)
-        logits = ops.cast(logits, "float32")
-        if mask is not None:
-            mask = ops.cast(mask, "bool")
-            mask = mask[None] if shared else ops.expand_dims(mask, 1)
-        weights = masked_softmax(logits, mask)
-        dropped = self._dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
-        if shared:
-            context = ops.einsum("nbts,snv->btnv", dropped, value)
-            weights = ops.transpose(weights, (1, 0, 2, 3))
-        else:
-            context = ops.einsum("bnts,bsnv->btnv", dropped, value)
-        return context, weights
-
-
-@keras.saving.register_keras_serializable(package="keras_structattn")
-class CausalAttention(ExplicitMultiHeadAttention):
-    """Multi-head causal attention: IS-ATT over the sample, CS-ATT over a dictionary.
-
-    IS-ATT is `keras.layers.MultiHeadAttention(query, value, key, masks)`
-    with this layer's weights (equal to Keras MHA with the same weights,
-    apart from query rows without any allowed key, below). CS-ATT is
-    multi-head attention of the same query over a global dictionary `D`,
-    used as both key and value, with no mask:
+    "Causal" here is the causal intervention of CATT (Yang et al., 2021,
+    arXiv:2103.03493, Eqs. 6-7), not decoder masking (that is
+    `use_causal_mask`, as in Keras). IS-ATT is
+    `keras.layers.MultiHeadAttention(query, value, key, masks)` with this
+    layer's weights. CS-ATT is multi-head attention of the same query over
+    a global dictionary `D`, used as both key and value, with no mask:
 
         Z^ = MHA(q, X, X, mask),  X^ = MHA_cs(q, D, D)
-        output = Dense_2d->d([Z^; X^])            (fusion="concat_dense")
+        output = [Z^; X^]                          (fusion="concat", Eq. 8)
+
+    The paper concatenates the two (and feeds the predictor with them);
+    the released code adds a Linear 2d -> d once, at the top of its stack,
+    which is where a Linear belongs (`fusion="concat_dense"` puts one in
+    this layer; docs/causal_attention.md).
 
     With `share_weights=True` (the paper's choice, `ft_same` in the code)
     MHA_cs *is* MHA: the same query/key/value/output variables, and the
@@ -317,40 +262,41 @@ class CausalAttention(ExplicitMultiHeadAttention):
 
     `D` is the layer's own trainable `GlobalDictionary` of
     `dictionary_size` entries in the key/value input space (set it through
-    `layer.global_dictionary`: `adapt`, `set_centers`), or a tensor passed
-    as `dictionary=`: `[K, d]` shared by the batch (a `GlobalDictionary`
-    output, e.g. one dictionary shared by several layers) or `[B, K, d]`
-    per sample (in stacked CATT, later layers attend to the previous CS
-    output; see `catt_transformer`). An unbatched dictionary is projected
-    once per call, not once per sample.
+    `layer.global_dictionary`: `adapt` for the paper's K-means
+    initialisation, `set_centers`), or a tensor passed as `dictionary=`:
+    `[K, d]` shared by the batch (a `GlobalDictionary` output, e.g. one
+    dictionary shared by several layers) or `[B, K, d]` per sample (in
+    stacked CATT, later layers attend to the previous CS output; see
+    `catt_transformer`). An unbatched dictionary is projected once per
+    call, not once per sample. With `dictionary_size=None` and no
+    `dictionary=`, there is no CS branch: the layer is
+    `keras.layers.MultiHeadAttention` with the same weights.
 
-    A query row with no allowed key (all keys masked) gets zero attention
-    weights, so its branch outputs the output projection's bias alone,
-    never NaN, in both branches and whatever the other arguments
-    (`keras.layers.MultiHeadAttention` gives a uniform average instead on
-    its fused path). Logits are cast to float32 and masked and softmaxed in
-    float32 under mixed precision; the returned weights are float32.
+    A query row with no allowed key gets zero attention weights, so its
+    branch outputs the output projection's bias alone, never NaN. Logits
+    are masked and softmaxed in float32; the returned weights are float32.
 
     Args:
         num_heads: number of attention heads.
         key_dim: size of each head for query and key.
         dictionary_size: K of the layer's own dictionary (500 as in the
-            paper), or None for no own dictionary: then `dictionary=` must be
-            passed to every call.
+            paper), or None for no own dictionary.
         share_weights: one set of projections for IS-ATT and CS-ATT.
-        fusion: `"concat_dense"`: `Dense(output_dim)` on `[Z^; X^]` (the
-            Linear 2d -> d of the released code); `"concat"`: `[Z^; X^]`
-            (width 2 * output_dim, what the paper feeds the predictor);
+        fusion: `"concat"` (default, the paper): `[Z^; X^]`, width
+            2 * output_dim; `"concat_dense"`: `Dense(output_dim)` on
+            `[Z^; X^]` (the released code's Linear, here in every layer);
             `"none"`: the pair `(Z^, X^)`.
         dictionary_initializer: initializer of the own dictionary; default
-            uniform(0, 0.01).
+            uniform(0, 0.01), the released code's, which is the paper's
+            "w/o Init" ablation (-1.9 CIDEr in its Table 6): fit the
+            dictionary by K-means (`global_dictionary.adapt(features)`)
+            before training for the paper's model.
         **kwargs: the other arguments of `keras.layers.MultiHeadAttention`
             (`value_dim`, `dropout` (on both branches' weights), `use_bias`,
             `output_shape` (an int), initializers, regularizers, constraints
             (`use_bias` and these also apply to the fusion dense), `seed`,
-            ...). `attention_axes`
-            must be None (attention over axis 1 of `[B, T, dim]` inputs);
-            `flash_attention` and `use_gate` are not supported.
+            ...). `attention_axes` must be None, and `flash_attention` and
+            `use_gate` are not supported.
 
     Call arguments:
         query, value, key, query_mask, value_mask, key_mask, attention_mask,
@@ -358,18 +304,22 @@ class CausalAttention(ExplicitMultiHeadAttention):
             `keras.layers.MultiHeadAttention`, for IS-ATT (boolean masks,
             True = may attend). `query_mask` (explicit or the query's Keras
             mask) also applies to CS-ATT and is set on the outputs.
-        dictionary: None (the own dictionary), `[K, d]` or `[B, K, d]`;
-            `d` is the width of `value` and `key`.
-        dictionary_mask: optional bool mask on the dictionary entries,
-            `[K]`, `[B, K]` or `[B, T, K]` (filled from `dictionary`'s Keras
-            mask). The paper's dictionary has none.
+        dictionary: keyword-only; None (the own dictionary, if any),
+            `[K, d]` or `[B, K, d]`; `d` is the width of `value` and `key`.
+        dictionary_mask: keyword-only; optional bool mask on the dictionary
+            entries, `[K]`, `[B, K]` or `[B, T, K]` (filled from
+            `dictionary`'s Keras mask). The paper's dictionary has none.
+        cache, cache_update_index: keyword-only; as in
+            `StructuredMultiHeadAttention`, for IS-ATT.
 
     Returns:
-        `output`, or `(output, (is_scores, cs_scores))` with
-        `return_attention_scores=True`. `output` is `[B, T, output_dim]`
-        (`"concat_dense"`), `[B, T, 2 * output_dim]` (`"concat"`) or the
-        pair `(Z^, X^)` of `[B, T, output_dim]` (`"none"`). Scores are
-        float32 `[B, num_heads, T, S]` and `[B, num_heads, T, K]`.
+        `output`, then `(is_scores, cs_scores)` with
+        `return_attention_scores=True`, then the cache if one was given.
+        `output` is `[B, T, 2 * output_dim]` (`"concat"`), `[B, T,
+        output_dim]` (`"concat_dense"`) or the pair `(Z^, X^)` of
+        `[B, T, output_dim]` (`"none"`). Scores are float32
+        `[B, num_heads, T, S]` and `[B, num_heads, T, K]`. Without a CS
+        branch: the IS-ATT output and scores alone.
     """
 
     def __init__(
@@ -378,13 +328,10 @@ class CausalAttention(ExplicitMultiHeadAttention):
         key_dim,
         dictionary_size=500,
         share_weights=True,
-        fusion="concat_dense",
+        fusion="concat",
         dictionary_initializer=None,
         **kwargs,
     ):
-        check_explicit_attention_options(
-            kwargs, "zero rows and the CS-ATT dictionary need the explicit attention weights"
-        )
         if kwargs.get("use_gate"):
             raise ValueError(
                 "Argument `use_gate` must be False: CausalAttention has no gate."
@@ -447,10 +394,9 @@ class CausalAttention(ExplicitMultiHeadAttention):
 
     def build(self, query_shape, value_shape, key_shape=None, dictionary_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        if len(query_shape) != 3 or len(value_shape) != 3 or len(key_shape) != 3:
+        if len(key_shape) != 3:
             raise ValueError(
                 "CausalAttention takes [B, T, dim] query, value and key. Received: "
-                f"query_shape={tuple(query_shape)}, value_shape={tuple(value_shape)}, "
                 f"key_shape={tuple(key_shape)}"
             )
         if key_shape[-1] != value_shape[-1]:
@@ -477,20 +423,17 @@ class CausalAttention(ExplicitMultiHeadAttention):
             config = keras.layers.MultiHeadAttention.get_config(self)
             for name in ("name", "trainable", "dtype"):
                 config.pop(name, None)
-            self._cs_attention = keras.layers.MultiHeadAttention(
+            self._cs_attention = StructuredMultiHeadAttention(
                 **config, name="cs_attention", dtype=self.dtype_policy
             )
             self._cs_attention.build(query_shape, (None, None, dim))
         if self._fusion == "concat_dense":
-            output_dim = self._output_width(query_shape)
+            output_dim = self._output_shape[-1] if self._output_shape else query_shape[-1]
             common = self._get_common_kwargs_for_sublayer()
             self._fusion_dense = keras.layers.Dense(
                 output_dim, use_bias=self._use_bias, name="fusion", **common
             )
             self._fusion_dense.build(tuple(query_shape[:-1]) + (2 * output_dim,))
-
-    def _output_width(self, query_shape):
-        return self._output_shape[-1] if self._output_shape else query_shape[-1]
 
     def _check_dictionary_shape(self, shape, dim):
         if len(shape) not in (2, 3) or (shape[-1] is not None and shape[-1] != dim):
@@ -499,115 +442,90 @@ class CausalAttention(ExplicitMultiHeadAttention):
                 f"of `value` ({dim}). Received: dictionary.shape={tuple(shape)}"
             )
 
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        dictionary=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        dictionary_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-    ):
-        shape = self.compute_output_shape(
-            query.shape, value.shape, None if key is None else key.shape
-        )
-        branch = keras.KerasTensor(shape, dtype=self.compute_dtype)
-        if self._fusion == "none":
-            output = (branch, keras.KerasTensor(shape, dtype=self.compute_dtype))
-        elif self._fusion == "concat":
-            output = keras.KerasTensor(
-                tuple(shape[:-1]) + (2 * shape[-1],), dtype=self.compute_dtype
-            )
-        else:
-            output = branch
-        if not return_attention_scores:
-            return output
-        size = self._dictionary_size if dictionary is None else dictionary.shape[-2]
-        batch, length = query.shape[0], query.shape[1]
-        scores = (
-            keras.KerasTensor((batch, self.num_heads, length, value.shape[1]), "float32"),
-            keras.KerasTensor((batch, self.num_heads, length, size), "float32"),
-        )
-        return output, scores
-
     def call(
         self,
         query,
         value,
         key=None,
-        dictionary=None,
         query_mask=None,
         value_mask=None,
         key_mask=None,
-        dictionary_mask=None,
         attention_mask=None,
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        *,
+        dictionary=None,
+        dictionary_mask=None,
+        cache=None,
+        cache_update_index=None,
     ):
-        if key is None:
-            key = value
-        # `Layer.__call__` has filled the masks from the inputs' Keras masks.
-        for tensor in (query, value, key, dictionary):
-            if tensor is not None:
-                set_keras_mask(tensor, None)
+        return self._attention_call(
+            query, value, key, query_mask, value_mask, key_mask, attention_mask,
+            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
+            dictionary=dictionary,
+            dictionary_mask=dictionary_mask,
+        )
+
+    def _check_inputs(self, query, value, key, state):
+        dictionary = state["dictionary"]
         if dictionary is None:
-            if self._global_dictionary is None:
-                raise ValueError(
-                    "CausalAttention was built with dictionary_size=None, so each "
-                    "call needs `dictionary` ([K, d] or [B, K, d])."
-                )
-            dictionary = ops.cast(self._global_dictionary.dictionary, self.compute_dtype)
+            if self._global_dictionary is not None:
+                dictionary = ops.cast(self._global_dictionary.dictionary, self.compute_dtype)
         else:
-            self._check_dictionary_shape(dictionary.shape, value.shape[-1])
-        is_mask = self._compute_attention_mask(
-            query,
-            value,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
-        )
-        cs_mask = self._dictionary_attention_mask(query_mask, dictionary_mask)
+            set_keras_mask(dictionary, None)
+            memory = value if value is not None else key
+            if memory is not None:
+                self._check_dictionary_shape(dictionary.shape, memory.shape[-1])
+        if dictionary is None and state["dictionary_mask"] is not None:
+            raise ValueError(
+                "Argument `dictionary_mask` was given but there is no dictionary: the layer "
+                "has dictionary_size=None and no `dictionary=` was passed."
+            )
+        state["dictionary"] = dictionary
 
-        projected_query = self._query_dense(query)
-        is_context, is_weights = self._attend(
-            projected_query,
-            self._key_dense(key),
-            self._value_dense(value),
-            is_mask,
-            training,
+    def _attend(self, query, key, value, structure, training, need_weights, state):
+        is_context, is_weights = super()._attend(
+            query, key, value, structure, training, need_weights, state
         )
-        is_output = self._output_dense(is_context)
-
+        dictionary = state["dictionary"]
+        if dictionary is None:  # no CS branch: plain multi-head attention
+            return is_context, is_weights
         cs = self if self._share_weights else self._cs_attention
-        cs_query = projected_query if self._share_weights else cs._query_dense(query)
+        cs_query = query if self._share_weights else cs.query_dense(state["query"])
         if len(dictionary.shape) == 2:
+            # Projected once, shared by the batch: [K, N, d].
             entries = ops.expand_dims(dictionary, 0)
-            cs_key, cs_value = cs._key_dense(entries)[0], cs._value_dense(entries)[0]
+            cs_key, cs_value = cs.key_dense(entries)[0], cs.value_dense(entries)[0]
         else:
-            cs_key, cs_value = cs._key_dense(dictionary), cs._value_dense(dictionary)
-        cs_context, cs_weights = self._attend(cs_query, cs_key, cs_value, cs_mask, training)
-        cs_output = cs._output_dense(cs_context)
+            cs_key, cs_value = cs.key_dense(dictionary), cs.value_dense(dictionary)
+        mask = self._dictionary_attention_mask(state["query_mask"], state["dictionary_mask"])
+        cs_context, cs_weights = scaled_dot_product_attention(
+            cs_query,
+            cs_key,
+            cs_value,
+            LogitStructure(allowed=None if mask is None else ops.expand_dims(mask, 1)),
+            key_dim=self._key_dim,
+            dropout_layer=self._dropout_layer,
+            training=training,
+            compute_dtype=self.compute_dtype,
+            need_weights=need_weights,
+        )
+        weights = (is_weights, cs_weights) if need_weights else None
+        return (is_context, cs_context), weights
 
+    def _output(self, context, output_gate, state):
+        if not isinstance(context, tuple):
+            return super()._output(context, output_gate, state)
+        is_context, cs_context = context
+        cs = self if self._share_weights else self._cs_attention
+        is_output = self._output_dense(is_context)
+        cs_output = cs.output_dense(cs_context)
         if self._fusion == "none":
-            output = (is_output, cs_output)
-        else:
-            output = ops.concatenate([is_output, cs_output], axis=-1)
-            if self._fusion == "concat_dense":
-                output = self._fusion_dense(output)
-        if query_mask is not None:
-            for tensor in output if isinstance(output, tuple) else (output,):
-                set_keras_mask(tensor, query_mask)
-        if return_attention_scores:
-            return output, (is_weights, cs_weights)
+            return (is_output, cs_output)
+        output = ops.concatenate([is_output, cs_output], axis=-1)
+        if self._fusion == "concat_dense":
+            output = self._fusion_dense(output)
         return output
 
     def _dictionary_attention_mask(self, query_mask, dictionary_mask):
@@ -629,6 +547,10 @@ class CausalAttention(ExplicitMultiHeadAttention):
             rows = ops.expand_dims(ops.cast(query_mask, "bool"), -1)
             mask = rows if mask is None else ops.logical_and(mask, rows)
         return mask
+
+
+# Transitional name, removed once the CATT blocks use StructuredMultiHeadAttention.
+ExplicitMultiHeadAttention = StructuredMultiHeadAttention
 
 # ---------------------------------------------------------------- Up-Down
 

@@ -260,8 +260,10 @@ def test_explicit_mha_equals_keras_mha_with_zero_rows():
 
 def test_concat_dense_is_a_linear_2d_to_d_on_both_outputs():
     query, value = case(9)
-    fused = built(CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE), query, value, seed=10)
-    concat = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="concat")
+    fused = built(CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="concat_dense"),
+                  query, value, seed=10)
+    concat = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE)  # the paper's default
+    assert concat.fusion == "concat"
     concat(query, value)
     concat.set_weights(fused.get_weights()[:-2])
     z, x, _, _ = catt_reference(fused, query, value)
@@ -280,7 +282,7 @@ def test_shared_weights_really_are_shared():
     none = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none")
     none(query, value)
     assert none.count_params() == mha_params + SIZE * DIM
-    dense = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE)
+    dense = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="concat_dense")
     dense(query, value)
     assert dense.count_params() == mha_params + SIZE * DIM + 2 * DIM * DIM + DIM
     separate = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, share_weights=False,
@@ -406,8 +408,8 @@ def test_one_dictionary_shared_by_two_layers_in_a_model(tmp_path):
     regions = keras.Input((6, DIM))
     words = keras.Input((4, DIM))
     dictionary = GlobalDictionary(SIZE, name="image_dictionary")(regions)
-    first = CausalAttention(HEADS, KEY_DIM, dictionary_size=None)(regions, regions,
-                                                                   dictionary=dictionary)
+    first = CausalAttention(HEADS, KEY_DIM, dictionary_size=None, fusion="concat_dense")(
+        regions, regions, dictionary=dictionary)
     second = CausalAttention(HEADS, KEY_DIM, dictionary_size=None)(words, first,
                                                                     dictionary=dictionary)
     model = keras.Model([regions, words], second)
@@ -449,7 +451,7 @@ def test_symbolic_shapes():
     memory = keras.Input((7, DIM))
     out, (a_is, a_cs) = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE)(
         inputs, memory, return_attention_scores=True)
-    assert out.shape == (None, 5, DIM)
+    assert out.shape == (None, 5, 2 * DIM)  # [Z^; X^], the paper's fusion
     assert a_is.shape == (None, HEADS, 5, 7) and a_cs.shape == (None, HEADS, 5, SIZE)
     assert a_cs.dtype == "float32"
     out = CausalAttention(HEADS, KEY_DIM, fusion="concat", output_shape=3)(inputs, memory)
@@ -535,8 +537,9 @@ def test_bad_inputs_are_named():
     query, value = case(31)
     with pytest.raises(ValueError, match="same width"):
         CausalAttention(HEADS, KEY_DIM)(query, value, key=np.zeros((2, 6, 3), "float32"))
-    with pytest.raises(ValueError, match="dictionary"):
-        CausalAttention(HEADS, KEY_DIM, dictionary_size=None)(query, value)
+    with pytest.raises(ValueError, match="dictionary_mask.*no dictionary"):
+        CausalAttention(HEADS, KEY_DIM, dictionary_size=None)(
+            query, value, dictionary_mask=np.ones((5,), bool))
     layer = CausalAttention(HEADS, KEY_DIM)
     layer(query, value)
     with pytest.raises(ValueError, match="dictionary"):
