@@ -1,9 +1,10 @@
 """Relative box geometry and its sinusoidal embedding (Relation Networks).
 
-Seed 003 (Mao et al., positional attention, Eqs. 13-14) builds the
+MCAN+PA (Mao et al., 2022, "Positional Attention Guided Transformer-like
+Architecture for Visual Question Answering", IEEE; Eqs. 13-14) builds the
 positional attention map between two objects from their relative geometry,
-as Relation Networks (Hu et al., CVPR 2018) do. For query box i and key box
-j, with centres `(x, y)` and sizes `(w, h)`:
+as Relation Networks (Hu et al., 2018, arXiv:1711.11575) do. For query box
+i and key box j, with centres `(x, y)` and sizes `(w, h)`:
 
     R_ij = (log(max(|x_i - x_j| / w_i, clip)),
             log(max(|y_i - y_j| / h_i, clip)),
@@ -14,7 +15,7 @@ then each of the 4 features is embedded with sines and cosines of
 `scale * R / wavelength^(k / F)`, k = 0..F-1, F = dim / 8 (64 channels, 8
 frequencies, wavelength 1000, scale 100 in both papers' code).
 
-Conventions (see ../shared/specs/vl_attention_specs.md, D.2-D.4):
+Conventions:
 
 * **Size ratio sign.** The paper's Eq. 14 writes `log(w_j / w_i)` (key over
   query, `size_ratio="key_over_query"`, our default); the released code of
@@ -29,6 +30,10 @@ Conventions (see ../shared/specs/vl_attention_specs.md, D.2-D.4):
   then its 8 cosines. The two are a permutation of each other.
 * Sizes below `MIN_SIZE` are taken as `MIN_SIZE`, so padding (all-zero)
   boxes give large but finite features, never inf or NaN.
+* **Centre offsets** `|x_i - x_j|` are computed from coordinate
+  differences, `|(x1_i - x1_j) + (x2_i - x2_j)| / 2`, never from rounded
+  centres, so nearby boxes keep float32's relative precision (see
+  `_centre_offset`).
 
 Everything here is float32, also under mixed precision: log-ratios times
 100 reach hundreds of radians, where float16 keeps no fraction at all.
@@ -61,7 +66,8 @@ def _check_boxes(name, boxes):
 def check_geometry_options(size_ratio, size_offset, clip):
     """Validates the options of `relative_geometry` (raises ValueError)."""
     _checks.one_of("size_ratio", size_ratio, SIZE_RATIOS)
-    if isinstance(size_offset, bool) or not isinstance(size_offset, (int, float)) or size_offset < 0:
+    number = isinstance(size_offset, (int, float)) and not isinstance(size_offset, bool)
+    if not number or size_offset < 0:
         raise ValueError(
             "Argument `size_offset` must be a number >= 0 (0 for boxes measured as "
             f"they are, 1 for the released code's pixel convention). Received: {size_offset!r}"
@@ -81,12 +87,27 @@ def check_embedding_options(dim, wavelength, scale, ordering):
     _checks.one_of("ordering", ordering, ORDERINGS)
 
 
-def _centres_and_log_sizes(boxes, size_offset):
-    """`(cx, cy, log w, log h)`, each float32 `[..., N]`."""
+def _log_sizes(boxes, size_offset):
+    """`(log w, log h)`, each float32 `[..., N]`."""
     x1, y1, x2, y2 = (boxes[..., i] for i in range(4))
     width = ops.maximum(x2 - x1 + size_offset, MIN_SIZE)
     height = ops.maximum(y2 - y1 + size_offset, MIN_SIZE)
-    return (x1 + x2) * 0.5, (y1 + y2) * 0.5, ops.log(width), ops.log(height)
+    return ops.log(width), ops.log(height)
+
+
+def _centre_offset(query_boxes, key_boxes, axis):
+    """`|c_i - c_j|` along x (`axis=0`) or y (`axis=1`), float32 `[..., Nq, Nk]`.
+
+    Computed as `|(x1_i - x1_j) + (x2_i - x2_j)| / 2`, not from the centres:
+    a float32 centre `(x1 + x2) / 2` near 0.5 is rounded by ~3e-8, which is
+    a relative error of ~3e-4 in the offset of boxes 1e-4 apart, and 100
+    times that (the top frequency's scale) in the embedding's angles. The
+    coordinate differences of nearby boxes are exact (Sterbenz), so the
+    offset keeps float32's relative precision.
+    """
+    first = query_boxes[..., :, None, axis] - key_boxes[..., None, :, axis]
+    second = query_boxes[..., :, None, axis + 2] - key_boxes[..., None, :, axis + 2]
+    return ops.abs(first + second) * 0.5
 
 
 def _offset_features(query_boxes, key_boxes, size_offset, clip, axis=-1):
@@ -96,11 +117,9 @@ def _offset_features(query_boxes, key_boxes, size_offset, clip, axis=-1):
     Computed as `log(max(|dc|, clip * size_i)) - log(size_i)`: the same
     number for a positive size, without a division.
     """
-    qx, qy, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
-    kx, ky, _, _ = _centres_and_log_sizes(key_boxes, size_offset)
     features = []
-    for q_centre, k_centre, q_log_size in ((qx, kx, qlw), (qy, ky, qlh)):
-        offset = ops.abs(q_centre[..., :, None] - k_centre[..., None, :])
+    for coordinate, q_log_size in enumerate(_log_sizes(query_boxes, size_offset)):
+        offset = _centre_offset(query_boxes, key_boxes, coordinate)
         floor = clip * ops.exp(q_log_size)[..., :, None]
         features.append(ops.log(ops.maximum(offset, floor)) - q_log_size[..., :, None])
     return ops.stack(features, axis=axis)
@@ -138,8 +157,8 @@ def relative_geometry(
     _check_boxes("query_boxes", query_boxes)
     _check_boxes("key_boxes", key_boxes)
     offsets = _offset_features(query_boxes, key_boxes, size_offset, clip)
-    _, _, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
-    _, _, klw, klh = _centres_and_log_sizes(key_boxes, size_offset)
+    qlw, qlh = _log_sizes(query_boxes, size_offset)
+    klw, klh = _log_sizes(key_boxes, size_offset)
     sign = 1.0 if size_ratio == "key_over_query" else -1.0
     ratios = [
         sign * (k[..., None, :] - q[..., :, None]) for q, k in ((qlw, klw), (qlh, klh))
@@ -334,8 +353,8 @@ def _size_ratio_logits(query_boxes, key_boxes, weights, rates, size_ratio, size_
     flat = tracing_for_xla()
     sign = 1.0 if size_ratio == "key_over_query" else -1.0
     rates = ops.convert_to_tensor(rates, "float32")
-    _, _, qlw, qlh = _centres_and_log_sizes(query_boxes, size_offset)
-    _, _, klw, klh = _centres_and_log_sizes(key_boxes, size_offset)
+    qlw, qlh = _log_sizes(query_boxes, size_offset)
+    klw, klh = _log_sizes(key_boxes, size_offset)
     query_terms, key_terms = [], []
     # Key angles [B, F, 1, Nk] against weights [1, F, heads, 1] (flat), or
     # [B, 1, F, Nk] against [1, heads, F, 1].
