@@ -6,7 +6,9 @@ import math
 import keras
 from keras import ops
 
+from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 from keras_structattn.ops.attend_areas import IMPLEMENTATIONS
 from keras_structattn.ops.attend_areas import VALUE_MODES
@@ -36,7 +38,7 @@ def _mlp_input_dim(mode, key_dim):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
+class MultiHeadAreaAttention(StructuredMultiHeadAttention):
     """Multi-head area attention (Li et al., 2019).
 
     Each head attends to *areas* of the memory: spans of up to
@@ -147,21 +149,9 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
             "area_implementation", area_implementation, IMPLEMENTATIONS
         )
         _checks.rate("dropout", dropout)
-        if flash_attention:
-            raise ValueError(
-                "Argument `flash_attention` must be None or False: area "
-                "attention has no flash kernel. "
-                f"Received: flash_attention={flash_attention!r}"
-            )
-        # After a build, Keras MHA stores the normalised axes (1,) in its
-        # config; any other value would attend over other axes than areas.
-        if attention_axes not in (None, 1, (1,), [1]):
-            raise ValueError(
-                "Argument `attention_axes` must be None: area attention "
-                "attends over the memory axis (give 2-D memories as "
-                "[B, H, W, dim] or set `memory_height`). "
-                f"Received: attention_axes={attention_axes!r}"
-            )
+        # The base class rejects `attention_axes` other than the memory axis
+        # (2-D memories come as [B, H, W, dim] or with `memory_height`) and
+        # `flash_attention=True` (area attention has no flash kernel).
         super().__init__(
             num_heads=num_heads,
             key_dim=key_dim,
@@ -169,9 +159,9 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
             dropout=dropout,
             use_bias=use_bias,
             output_shape=output_shape,
-            attention_axes=None,
+            attention_axes=attention_axes,
             sliding_window=sliding_window,
-            flash_attention=False,
+            flash_attention=flash_attention,
             kernel_initializer=kernel_initializer,
             bias_initializer=bias_initializer,
             kernel_regularizer=kernel_regularizer,
@@ -338,37 +328,6 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
             length, self._grid_height, self._max_area_width, self._max_area_height
         )
 
-    def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-    ):
-        output_shape = self.compute_output_shape(
-            query.shape, value.shape, None if key is None else key.shape
-        )
-        output = keras.KerasTensor(output_shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return output
-        height = self._grid_height_for(value.shape)
-        length = self._flat_shape(value.shape)[1]
-        areas = None if length is None else num_areas(
-            length, height, self._max_area_width, self._max_area_height
-        )
-        query_length = self._flat_shape(query.shape)[1]
-        scores = keras.KerasTensor(
-            (query.shape[0], self._num_heads, query_length, areas),
-            dtype=self.compute_dtype,
-        )
-        return output, scores
-
     # -------------------------------------------------------------------- call
 
     @staticmethod
@@ -399,64 +358,35 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        *,
+        cache=None,
+        cache_update_index=None,
     ):
-        if key is None:
-            key = value
-        # `Layer.__call__` has already filled `query_mask` (and the value and
-        # key masks) from the inputs' Keras masks where they were not given.
+        # 2-D inputs are attended as their row-major flattening; a 2-D query
+        # gets its grid back on the output.
         query_grid = ops.shape(query)[1:3] if len(query.shape) == 4 else None
-        if len(value.shape) == 4 or len(query.shape) == 4:
+        if any(t is not None and len(t.shape) == 4 for t in (query, value, key)):
             if attention_mask is not None and len(attention_mask.shape) > 3:
                 raise ValueError(
                     "With [B, H, W, dim] inputs, `attention_mask` must be "
                     "given over the flattened (row-major) axes: [B, T, S]. "
                     f"Received attention_mask.shape={tuple(attention_mask.shape)}"
                 )
-        query, value, key = (self._flatten(t) for t in (query, value, key))
-        query_mask = self._flatten_mask(query_mask)
-        value_mask = self._flatten_mask(value_mask)
-        key_mask = self._flatten_mask(key_mask)
-        for tensor in (query, value, key):
-            set_keras_mask(tensor, None)
-
-        attention_mask = self._compute_attention_mask(
-            query,
-            value,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
+        outputs = self._attention_call(
+            self._flatten(query), self._flatten(value), self._flatten(key),
+            self._flatten_mask(query_mask), self._flatten_mask(value_mask),
+            self._flatten_mask(key_mask), attention_mask, return_attention_scores, training,
+            use_causal_mask, cache, cache_update_index,
         )
-        if self._use_gate:
-            gate = self._gate_dense(query)
-        projected_query = self._query_dense(query)
-        projected_key = self._key_dense(key)
-        projected_value = self._value_dense(value)
-        output, scores = self._compute_attention(
-            projected_query,
-            projected_key,
-            projected_value,
-            attention_mask,
-            training,
-            return_attention_scores,
-        )
-        if self._use_gate:
-            output = ops.multiply(output, gate)
-        output = self._output_dense(output)
-        if query_grid is not None:
-            output = ops.reshape(
-                output,
-                (ops.shape(output)[0], query_grid[0], query_grid[1])
-                + tuple(ops.shape(output)[2:]),
-            )
-            if query_mask is not None:
-                query_mask = ops.reshape(query_mask, ops.shape(output)[:3])
+        if query_grid is None:
+            return outputs
+        packed = isinstance(outputs, tuple)
+        output = outputs[0] if packed else outputs
+        grid = (ops.shape(output)[0], query_grid[0], query_grid[1])
+        output = ops.reshape(output, grid + tuple(ops.shape(output)[2:]))
         if query_mask is not None:
-            set_keras_mask(output, query_mask)
-        if return_attention_scores:
-            return output, scores
-        return output
+            set_keras_mask(output, ops.reshape(query_mask, grid))
+        return (output,) + outputs[1:] if packed else output
 
     def _area_layout(self):
         return dict(
@@ -465,27 +395,14 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
             max_area_height=self._max_area_height,
         )
 
-    def _compute_attention(
-        self,
-        query,
-        key,
-        value,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-        use_causal_mask=False,
-    ):
-        """Area attention over projected `[B, T, N, d]` inputs.
+    def _attend(self, query, key, value, structure, training, need_weights, state):
+        """Area attention over projected `[B, T, N, d]` inputs; the item
+        mask `structure.allowed` `[B, 1, T, S]` carries over to areas (an
+        area may be attended iff all its items may).
 
-        Returns `(output [B, T, N, dv], weights [B, N, T, num_areas] or None)`.
+        Returns `(output [B, T, N, dv], weights [B, N, T, num_areas] float32
+        or None)`.
         """
-        if use_causal_mask:
-            causal = self._compute_causal_mask(query, value)
-            attention_mask = (
-                causal
-                if attention_mask is None
-                else ops.logical_and(ops.cast(attention_mask, "bool"), causal)
-            )
         # [B, T, N, d] -> [B, N, T, d], queries scaled as in MHA.
         query = ops.transpose(query, (0, 2, 1, 3))
         query = ops.multiply(
@@ -493,24 +410,18 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
         )
         key = ops.transpose(key, (0, 2, 1, 3))
         value = ops.transpose(value, (0, 2, 1, 3))
-        mask = None
-        if attention_mask is not None:
-            # As in Keras MHA: [T, S] or [B, T, S] gain the missing leading
-            # axes in front of T ([B, N, T, S] per-head masks pass as is).
-            mask = ops.cast(attention_mask, "bool")
-            while len(mask.shape) < 4:
-                mask = ops.expand_dims(mask, -3)
         options = dict(
             value_mode=self._area_value_mode,
             temperature=self._area_temperature,
             top_k_areas=self._top_k_areas,
             training=bool(training),
-            return_weights=return_attention_scores,
+            return_weights=need_weights,
             dropout_rate=self._dropout,
             seed=self._area_seed_generator,
             implementation=self._area_implementation,
             **self._area_layout(),
         )
+        mask = structure.allowed
         if self._area_key_mode in PLAIN_KEY_MODES:
             result = area_attention(
                 query, key, value, mask, key_mode=self._area_key_mode, **options
@@ -518,8 +429,17 @@ class MultiHeadAreaAttention(keras.layers.MultiHeadAttention):
         else:
             area_key = self._learned_area_keys(key, training=bool(training))
             result = attend_to_areas(query, area_key, value, mask, **options)
-        output, weights = result if return_attention_scores else (result, None)
+        output, weights = result if need_weights else (result, None)
+        if weights is not None:
+            weights = ops.cast(weights, "float32")
         return ops.transpose(output, (0, 2, 1, 3)), weights
+
+    def _compute_attention(self, query, key, value, attention_mask=None, training=None,
+                           return_attention_scores=False, use_causal_mask=False):
+        # Transitional, for callers that have not moved to the cache API.
+        mask = None if attention_mask is None else ops.cast(attention_mask, "bool")[:, None]
+        return self._attend(query, key, value, LogitStructure(allowed=mask), training,
+                            return_attention_scores, {})
 
     def _learned_area_keys(self, key, training):
         """Area keys of Eq. 9: `Dense(ReLU(Dense(f)))` of area features `f`

@@ -170,7 +170,7 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         self, query, value, query_mask, value_mask, key_mask, attention_mask,
         use_causal_mask, cache, cache_update_index,
     ):
-        """Every mask of the call as one boolean `[B, 1, T, S]`, or None."""
+        """Every mask of the call as one boolean `[B, 1 or N, T, S]`, or None."""
         if cache is None:
             mask = self._compute_attention_mask(
                 query,
@@ -196,7 +196,13 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
                 )
                 cols = ops.arange(ops.shape(cache)[2], dtype="int32")
                 mask = and_masks(mask, (cols[None, :] <= rows[:, None])[None])
-        return None if mask is None else ops.expand_dims(mask, 1)
+        if mask is None:
+            return None
+        # As Keras MHA: [T, S] and [B, T, S] gain the missing axes in front
+        # of T (the heads' first); a per-head [B, N, T, S] passes as it is.
+        while len(mask.shape) < 4:
+            mask = ops.expand_dims(mask, -3)
+        return mask
 
     # ------------------------------------------------------------ skeleton
 
