@@ -42,19 +42,3 @@ def check_sequence_shapes(layer, query_shape, value_shape):
             f"query_shape={tuple(query_shape)}, value_shape={tuple(value_shape)}"
         )
 
-
-def merged_attention_mask(
-    layer, query, value, key, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
-):
-    """Transitional: removed once every layer uses the base class skeleton."""
-    for tensor in (query, value, key):
-        set_keras_mask(tensor, None)
-    return layer._compute_attention_mask(
-        query,
-        value,
-        query_mask=query_mask,
-        value_mask=value_mask,
-        key_mask=key_mask,
-        attention_mask=attention_mask,
-        use_causal_mask=use_causal_mask,
-    )

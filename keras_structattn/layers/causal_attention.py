@@ -1,30 +1,27 @@
-"""Causal attention: in-sample plus cross-sample attention (CATT, seed 001).
+"""CATT causal-intervention attention: in-sample plus cross-sample attention.
 
-Yang et al., "Causal Attention for Vision-Language Tasks", CVPR 2021. The
-front-door adjustment is approximated by two attentions with one query:
+Yang et al., "Causal Attention for Vision-Language Tasks", CVPR 2021,
+arXiv:2103.03493. "Causal" is the paper's causal intervention (a front-door
+adjustment), not decoder masking (`use_causal_mask` everywhere in this
+library). The adjustment is approximated by two attentions with one query:
 
 * IS-ATT (in-sample, Eq. 6): the query attends over the current sample (the
   regions of this image, the words of this sentence): ordinary attention.
 * CS-ATT (cross-sample, Eq. 7): the same query attends over a global
   dictionary `D [K, d]` that stands for the whole training set: K centres of
   the training features (K-means, the paper) or uniform(0, 0.01) (the only
-  released code, yangxuntu/lxmertcatt), trained by backprop either way.
+  released code), trained by backprop either way.
 
-Their outputs (Z^, X^) go on together: concatenated into the predictor, or
-through a Linear 2d -> d as the released code does once at the top. With
-shared weights (the paper's choice) both attentions use the same Q-K-V-O
+Their outputs (Z^, X^) go on together, concatenated (Eq. 8; a Linear 2d -> d
+belongs once at the top of a stack, as in the released code). With shared
+weights (the paper's choice) both attentions use the same Q-K-V-O
 projections, so that Z^ and X^ stay in one representation space and the only
-new parameters are the dictionary's. See /work/shared/specs/
-vl_attention_specs.md, section A (A.7 is the recommended reading used here:
-`CATT(q, X, D) = Dense_2d->d([MHA(q, X, X, mask); MHA_shared(q, D, D)])`),
-and A.8 for the Up-Down (BUTD) additive variant.
+new parameters are the dictionary's. See docs/causal_attention.md.
 
 Layers: `GlobalDictionary` (the `[K, d]` weight, with K-means `adapt`),
-`CausalAttention` (multi-head, a `keras.layers.MultiHeadAttention`
-subclass), `TopDownAttention` (additive Up-Down attention, Eq. 23),
-`CausalTopDownAttention` (its IS + CS version), and
-`ExplicitMultiHeadAttention` (Keras MHA with float32 softmax and zero rows
-on every path; the base of `CausalAttention`).
+`CausalAttention` (multi-head, on `StructuredMultiHeadAttention`),
+`TopDownAttention` (additive Up-Down attention, Eq. 23 of the paper's
+supplementary) and `CausalTopDownAttention` (its IS + CS version).
 """
 
 import keras
@@ -699,7 +696,7 @@ class TopDownAttention(keras.layers.Layer):
 class CausalTopDownAttention(keras.layers.Layer):
     """Up-Down additive attention with CATT: over the regions and over a dictionary.
 
-    BUTD+CATT (paper, supplementary C.4; spec A.8): the attention LSTM's
+    BUTD+CATT (the paper's supplementary, C.4): the attention LSTM's
     state h attends over the RoI features with the Up-Down scorer (IS-ATT)
     and, with the same query, over a global visual dictionary (CS-ATT). With
     `share_weights=True` one scorer (W_v, W_h, w) serves both; the language

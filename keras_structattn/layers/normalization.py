@@ -1,7 +1,7 @@
 """Normalisation layers of the MCAN family (MCAN, MUAN, MCAN+PA).
 
-`StdLayerNormalization` is the LayerNorm of the reference code of that family
-(../shared/specs/vl_attention_specs.md, "Cross-cutting facts"), which differs
+`StdLayerNormalization` is the LayerNorm of the released code of that family
+(MCAN's and openvqa's `LayerNorm`; docs/gated_attention.md), which differs
 from `keras.layers.LayerNormalization`: it divides by the *unbiased* standard
 deviation plus eps (eps outside the square root).
 """
@@ -14,7 +14,7 @@ from keras_structattn.ops import _checks
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
 class StdLayerNormalization(keras.layers.Layer):
-    """Layer norm of the MCAN family (MCAN, openvqa, the MUAN code S6).
+    """Layer norm of the MCAN family (the MCAN, openvqa and MUAN codes).
 
     `gamma * (x - mean) / (std + epsilon) + beta` over the last axis, with the
     *unbiased* (N - 1) standard deviation and epsilon added to the std, not

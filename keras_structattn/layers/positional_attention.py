@@ -1,4 +1,8 @@
-"""Positional multi-head attention (MCAN+PA: Mao et al., 2022).
+"""Positional multi-head attention (MCAN+PA).
+
+Mao, Yang, Lin, Xuan and Liu, "Positional Attention Guided Transformer-like
+Architecture for Visual Question Answering", IEEE TNNLS, 2022; the geometry
+map follows Relation Networks (Hu et al., 2018, arXiv:1711.11575).
 
 A raw *positional* attention map, computed from where the tokens are, is
 fused with the raw *semantic* map of ordinary multi-head attention before
@@ -53,8 +57,7 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
     into the positional map `A_pos`. Positions that are the same for every
     example (word positions) can be given once, `[1, T, P]`: they are then
     projected, and `A_pos` computed, once per batch instead of once per
-    example (at the MCAN shape that makes PWA as fast as Keras MHA, against
-    1.5x with `[B, T, P]`). With `position_type="boxes"` it takes
+    example. With `position_type="boxes"` it takes
     `query_boxes` and `key_boxes` (`[B, T, 4]`, `[B, S, 4]`, `[x1, y1, x2,
     y2]`), and `A_pos` is the geometry map `E(R_ij) W_G + b_G` of Relation
     Networks: the relative geometry `R_ij` of the two boxes
@@ -98,11 +101,9 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
             released code) instead of one per head (the paper's Eq. 6).
         remat_geometry: recompute the geometry map in the backward pass
             instead of keeping its pairwise embedding (`[dim / 2, B Nq Nk]`
-            float32, 82 MB at batch 64 x 100 boxes). That saves the memory
-            where it would be kept (TensorFlow without XLA). Under XLA at the
-            MCAN shape it saves nothing (the peak training memory is 1.72x
-            Keras MHA's either way, JAX on CPU) and the training step is
-            slower (1.22x Keras MHA's instead of 1.14x).
+            float32). That saves memory where the embedding would be kept
+            (TensorFlow without XLA); under XLA it saves nothing and costs
+            time (measurements: docs/positional_attention.md).
         **kwargs: the other arguments of `keras.layers.MultiHeadAttention`
             (`value_dim`, `dropout`, `use_bias`, `output_shape`,
             initializers, regularizers, constraints, `use_gate`, `seed`,
