@@ -88,10 +88,12 @@ class AreaLayout:
 
     @property
     def num_shapes(self):
+        """The number of area shapes that fit, `S`."""
         return len(self.shapes)
 
     @property
     def num_areas(self):
+        """The number of areas `|R|`."""
         return int(self.order.shape[0])
 
 
@@ -149,6 +151,10 @@ def area_layout(length, memory_height=1, max_area_width=1, max_area_height=1):
 def area_shapes(length, memory_height=1, max_area_width=1, max_area_height=1):
     """Lists the area shapes that fit the memory, in enumeration order.
 
+    Args:
+        length, memory_height, max_area_width, max_area_height: the memory
+            and the largest area, as in `area_layout`.
+
     Returns:
         A list of `(h, w, rows, cols)` tuples: the area height and width, and
         how many top-left positions that shape has along each grid axis
@@ -160,7 +166,15 @@ def area_shapes(length, memory_height=1, max_area_width=1, max_area_height=1):
 
 
 def num_areas(length, memory_height=1, max_area_width=1, max_area_height=1):
-    """Returns the number of areas `|R|` of a memory (a Python int)."""
+    """The number of areas `|R|` of a memory.
+
+    Args:
+        length, memory_height, max_area_width, max_area_height: the memory
+            and the largest area, as in `area_layout`.
+
+    Returns:
+        A Python int.
+    """
     return area_layout(
         length, memory_height, max_area_width, max_area_height
     ).num_areas
@@ -196,7 +210,15 @@ def area_coordinates(
 
 
 def area_sizes(length, memory_height=1, max_area_width=1, max_area_height=1):
-    """Returns the heights and widths of all areas as int32 NumPy arrays."""
+    """The heights and widths of all areas, in enumeration order.
+
+    Args:
+        length, memory_height, max_area_width, max_area_height: the memory
+            and the largest area, as in `area_layout`.
+
+    Returns:
+        `(heights, widths)`, int32 NumPy arrays `[num_areas]`.
+    """
     coords = area_coordinates(
         length, memory_height, max_area_width, max_area_height
     )
@@ -415,6 +437,14 @@ def slots_to_areas(slots, layout, axis=-1):
 
     Each shape's valid slots are the top-left `rows x cols` corner of its
     `H x W` block, so this is slices and one concatenation (no gather).
+
+    Args:
+        slots: a tensor whose `axis` holds `num_shapes * H * W` slots.
+        layout: the memory's `AreaLayout`.
+        axis: the slot axis.
+
+    Returns:
+        The tensor with `axis` holding the `num_areas` valid slots.
     """
     axis = _normalise_axis(axis, len(slots.shape))
     pieces = []
@@ -434,6 +464,15 @@ def areas_to_slots(areas, layout, axis=-1, fill=0.0):
     """Scatters areas (enumeration order) into slots; invalid slots get `fill`.
 
     The inverse of `slots_to_areas` on valid slots: slices and pads.
+
+    Args:
+        areas: a tensor whose `axis` holds `num_areas` areas.
+        layout: the memory's `AreaLayout`.
+        axis: the area axis.
+        fill: the value of the invalid slots.
+
+    Returns:
+        The tensor with `axis` holding `num_shapes * H * W` slots.
     """
     axis = _normalise_axis(axis, len(areas.shape))
     pieces = []

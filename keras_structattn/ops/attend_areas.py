@@ -1,10 +1,11 @@
-"""Dot-product area attention (Li et al., 2019, "Area Attention"), keras.ops only.
+"""Dot-product area attention, keras.ops only.
 
+Li et al., 2019, "Area Attention", arXiv:1810.10126 (Eqs. 3-4 and 9).
 Queries attend to *areas* (spans or rectangles of adjacent memory items)
 instead of single items. Reference semantics: tensor2tensor's
-`dot_product_area_attention`, with its defects fixed (see the README): a
-query row with no attendable area outputs zeros instead of
-NaN, masks are boolean (True = may attend), and the summed-area sums, the
+`dot_product_area_attention`, with its defects fixed (see
+docs/area_attention.md): a query row with no attendable area outputs zeros
+instead of NaN, masks are boolean (True = may attend), and the summed-area sums, the
 softmax and the mask constant are float32 under mixed precision.
 
 Two implementations give the same numbers:
@@ -301,6 +302,9 @@ def area_keys(
         memory_height, max_area_width, max_area_height: the area layout.
         training: whether `sample` draws noise.
         seed: an int or `keras.random.SeedGenerator` for the noise.
+
+    Returns:
+        float32 `[..., num_areas, D]`, areas in `area_coordinates` order.
     """
     _checks.one_of("key_mode", key_mode, KEY_MODES)
     layout = dict(
@@ -536,9 +540,20 @@ def attend_to_areas(
 
     For key modes that need parameters (the MLP modes of Eq. 9): compute the
     area keys `[B, N, num_areas, D]` from `area_features`, then call this.
-    Arguments and returns are those of `area_attention`, with `area_key`
-    instead of `key`. With `implementation="fast"`, `sum`/`mean` values are
-    still folded onto items instead of being materialised.
+    With `implementation="fast"`, `sum`/`mean` values are still folded onto
+    items instead of being materialised.
+
+    Args:
+        query: `[B, N, Lq, D]`, already scaled.
+        area_key: `[B, N, num_areas, D]`, areas in `area_coordinates` order.
+        value: `[B, N, L, Dv]`, the item values.
+        mask, max_area_width, max_area_height, memory_height, value_mode,
+            temperature, top_k_areas, training, return_weights,
+            dropout_rate, seed, implementation: as in `area_attention`.
+
+    Returns:
+        As `area_attention`: `[B, N, Lq, Dv]`, and with
+        `return_weights=True` also the weights `[B, N, Lq, num_areas]`.
     """
     layout = _validate(
         query,

@@ -1,9 +1,10 @@
 """Mini-batch K-means with k-means++ seeding, on the host (NumPy).
 
-Used to initialise the global dictionaries of causal attention (CATT, seed
-001): the paper clusters all training RoI features (or word embeddings) and
-uses the K centres as the dictionary. `GlobalDictionary.adapt` calls
-`minibatch_kmeans`.
+Used to initialise the global dictionaries of causal attention (CATT: Yang
+et al., 2021, arXiv:2103.03493, Section 3.2): the paper clusters all
+training RoI features (or word embeddings) and uses the K centres as the
+dictionary. `GlobalDictionary.adapt` calls `minibatch_kmeans`; see
+docs/causal_attention.md.
 
 Why NumPy and not `keras.ops`: this is a one-off, host-side preprocessing
 pass (like the `adapt` of Keras preprocessing layers), fed batch by batch
@@ -13,8 +14,8 @@ NumPy gives the same centres for a given seed on every backend and device
 would, per shape), and runs k-means++'s K sequential seeding steps as plain
 loops. The work is vectorised: one BLAS matrix product per batch for the
 distances, sorted segment sums for the centre updates; no Python loop runs
-over samples. What it gives up is the GPU: adapting 100k x 512 vectors to
-500 centres takes seconds on a CPU (see benchmarks/causal_attention.py).
+over samples. What it gives up is the GPU, which a pass this size does not
+need (`benchmarks/causal_attention.py` times one).
 
 Algorithm (Sculley 2010, "Web-scale k-means clustering"; the update of
 scikit-learn's `MiniBatchKMeans`, without its reassignment heuristics):
@@ -58,6 +59,13 @@ def pairwise_squared_distances(x, centers):
     """Squared Euclidean distances `[n, k]` between rows of `x` and `centers`.
 
     Computed as |x|^2 - 2 x.c + |c|^2 (one matrix product), clipped at 0.
+
+    Args:
+        x: `[n, d]` rows (cast to float32).
+        centers: `[k, d]` centres (cast to float32).
+
+    Returns:
+        float32 `[n, k]`.
     """
     x = np.asarray(x, dtype=np.float32)
     centers = np.asarray(centers, dtype=np.float32)
@@ -70,6 +78,10 @@ def pairwise_squared_distances(x, centers):
 
 def assign(x, centers):
     """Nearest centre of each row.
+
+    Args:
+        x: `[n, d]` rows.
+        centers: `[k, d]` centres.
 
     Returns:
         `(labels, squared_distances)`: int64 `[n]` (the lowest index on
@@ -85,7 +97,15 @@ def assign(x, centers):
 
 
 def inertia(x, centers):
-    """Sum of squared distances of the rows of `x` to their nearest centre."""
+    """Sum of squared distances of the rows of `x` to their nearest centre.
+
+    Args:
+        x: `[n, d]` rows.
+        centers: `[k, d]` centres.
+
+    Returns:
+        A Python float.
+    """
     return float(assign(x, centers)[1].sum())
 
 

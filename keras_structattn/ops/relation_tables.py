@@ -1,8 +1,10 @@
 """Relation labels and the head/relation tables of spatially aware attention.
 
-Seed 000 (SA-M4C) gives each attention head a subset of the spatial relations
-between boxes; a head attends from query i to key j only where the label of
-the pair `(i, j)` is in its subset. Labels (`../shared/specs/spatial_graph.md`):
+SA-M4C (Kant et al., 2020, arXiv:2007.12146, Section 4.2) gives each
+attention head a subset of the spatial relations between boxes; a head
+attends from query i to key j only where the label of the pair `(i, j)` is
+in its subset. Labels (`spatial_graph.spatial_relations`; the rules are in
+docs/graph_attention.md):
 
 | label | meaning |
 | --- | --- |
@@ -75,7 +77,14 @@ def table_from_sets(head_relations):
 
 
 def sets_from_table(table):
-    """The inverse of `table_from_sets`: sorted spatial labels per head."""
+    """The inverse of `table_from_sets`: sorted spatial labels per head.
+
+    Args:
+        table: a boolean array-like `[num_heads, NUM_LABELS]`.
+
+    Returns:
+        A list of `num_heads` sorted lists of spatial labels (0..12).
+    """
     table = np.asarray(table, bool)
     return [sorted(int(l) for l in np.flatnonzero(row[:NUM_SPATIAL_LABELS])) for row in table]
 
@@ -87,7 +96,11 @@ def context_head_relations(context_size=3):
     direction head (labels 4..11) also accepts the `(context_size - 1) / 2`
     neighbouring directions on each side, wrapping within the 8 directions
     (11 + 1 -> 4, 4 - 1 -> 11); the contains, inside, overlap and self heads
-    accept only their own label. The paper found `context_size=3` best.
+    accept only their own label. This is the released code's window,
+    centred on the head's own direction; the paper's text describes a
+    window running forward over all relation types and reports `c = 2`
+    best (its Table 2), a count that does not measure the same thing (see
+    docs/graph_attention.md).
 
     Args:
         context_size: an odd int in 1..7 (7 or more gives every direction
@@ -120,5 +133,12 @@ def context_head_relations(context_size=3):
 
 
 def all_relations(num_heads):
-    """Every head accepts every spatial label (plain attention over the graph)."""
+    """Every head accepts every spatial label (plain attention over the graph).
+
+    Args:
+        num_heads: the number of heads.
+
+    Returns:
+        A list of `num_heads` lists `[0, 1, ..., 12]`, for `table_from_sets`.
+    """
     return [list(range(NUM_SPATIAL_LABELS)) for _ in range(num_heads)]

@@ -1,11 +1,13 @@
 """The spatial relation graph of SA-M4C: box geometry and relation labels.
 
-Seed 000 ("Spatially Aware Multimodal Transformers for TextVQA") labels
-every ordered pair of boxes `(a, b)` of an image, "a relative to b", with one
-of 13 spatial relations (`../shared/specs/spatial_graph.md`, section 2), and
-`textvqa_relations` extends the labels to the whole TextVQA sequence
-(question | objects | OCR | decoder) with the `IMPLICIT` and `BLOCKED` labels
-of `relation_tables` (section 4).
+SA-M4C (Kant et al., 2020, "Spatially Aware Multimodal Transformers for
+TextVQA", arXiv:2007.12146, Section 4.1 and Fig. 2a) labels every ordered
+pair of boxes `(a, b)` of an image, "a relative to b", with one of 13
+spatial relations (`spatial_relations`), and `textvqa_relations` extends the
+labels to the whole TextVQA sequence (question | objects | OCR | decoder,
+the paper's Fig. 2b) with the `IMPLICIT` and `BLOCKED` labels of
+`relation_tables`. The rules, and where they differ from the released code,
+are in docs/graph_attention.md.
 
 Boxes are `[..., N, 4]`, `[x1, y1, x2, y2]` normalised by the image size, y
 pointing down. Padding boxes are all-zero rows (or given by a `valid` mask).
@@ -22,7 +24,7 @@ float32 and give identical labels.
 **Float edge cases.** The direction sector is decided without trigonometry,
 by exact comparisons of the centre offsets: the signs of `dx` and `dy` and
 `|dy|` against `|dx|` (through a 27-entry table, `_DIRECTION_TABLE`). These
-reproduce the left-open, right-closed sectors of the spec exactly for any
+reproduce the left-open, right-closed sectors of the rule exactly for any
 float offsets. `ceil(atan2(dy, dx) / (pi / 4))` would instead depend on
 `atan2` rounding: at the boundaries the quotient must land exactly on an
 integer (in float32, `7 pi / 4` over `pi / 4` is 6.9999995, right by one
@@ -89,10 +91,10 @@ class _NumpyNamespace:
 
     @staticmethod
     def where(condition, x1, x2):
-        # `np.where` branches per element and runs ~8x slower than a
-        # branchless select when the condition is irregular, as it is for
-        # box pairs. For integers, `x2 + condition * (x1 - x2)` is exact
-        # (wrap-around cancels out) and takes ~3 cheap passes.
+        # `np.where` branches per element, which is slow when the
+        # condition is irregular, as it is for box pairs; a branchless
+        # select is not. For integers, `x2 + condition * (x1 - x2)` is
+        # exact (wrap-around cancels out) and takes ~3 cheap passes.
         dtype = np.result_type(x1, x2)
         if not np.issubdtype(dtype, np.integer):
             return np.where(condition, x1, x2)
@@ -198,7 +200,8 @@ def _direction_rule(dx, dy):
         dx <  0: sector 3 iff dy >= -dx (135deg is in sector 3), else 4.
 
     Coincident centres (dx == dy == 0) are not in the lower half and get
-    sector 1, i.e. label 4, both ways (spec rule 5).
+    sector 1, i.e. label 4, both ways (neither nested nor overlapping
+    boxes with the same centre, e.g. a "+" cross).
     """
     lower = (dy < 0) | ((dy == 0) & (dx > 0))
     u = np.where(lower, -dx, dx)
@@ -249,12 +252,13 @@ def _padding(xp, boxes, valid):
     """bool `[..., N]`: which boxes are valid."""
     if valid is not None:
         return xp.cast(valid, "bool")
-    # Without a mask, a row whose coordinates sum to 0 is padding (spec 1).
+    # Without a mask, a row whose coordinates sum to 0 is padding: padding
+    # boxes are all-zero rows.
     return xp.not_equal(xp.sum(boxes, axis=-1), 0.0)
 
 
 def _spatial_relations(xp, boxes, valid, distance_threshold):
-    """The rules of spec section 2 on float32 boxes; see `spatial_relations`."""
+    """The relation rules on float32 boxes; see `spatial_relations`."""
     boxes = xp.cast(boxes, "float32")
     valid = _padding(xp, boxes, valid)
     x1, y1, x2, y2 = _coords(boxes)
@@ -404,8 +408,9 @@ def pairwise_strict_containment(boxes):
 def spatial_relations(boxes, valid=None, distance_threshold=0.5):
     """Spatial relation label of every ordered pair of boxes (keras.ops).
 
-    Label `[..., a, b]` says where box a is relative to box b (spec
-    section 2), in order of precedence:
+    Label `[..., a, b]` says where box a is relative to box b (the
+    relations of SA-M4C, Kant et al., 2020, arXiv:2007.12146, Fig. 2a; see
+    docs/graph_attention.md), in order of precedence:
 
     - 0 for every pair involving a padding box (the diagonal included);
     - 12 on the diagonal;
@@ -465,7 +470,7 @@ def spatial_relations_numpy(boxes, valid=None, distance_threshold=0.5):
 
 
 def random_relations(shape, seed=None, valid=None):
-    """The random graph baseline (M4C-Random, spec section 5).
+    """The random graph baseline (M4C-Random of SA-M4C's Table 2).
 
     Every pair, the diagonal included, gets a label drawn uniformly from
     0..12; pairs that involve a padding box (per `valid`) get 0, as in
@@ -511,7 +516,7 @@ def _textvqa_relations(
     xp, question_mask, object_boxes, object_mask, ocr_boxes, ocr_mask,
     decoder_length, distance_threshold,
 ):
-    """Spec section 4 as labels; see `textvqa_relations`."""
+    """The SA-M4C sequence mask as labels; see `textvqa_relations`."""
     num_question = question_mask.shape[-1]
     num_graph = object_boxes.shape[-2] + ocr_boxes.shape[-2]
     length = num_question + num_graph + decoder_length
@@ -612,7 +617,7 @@ def textvqa_relations(
     question_mask, object_boxes, object_mask, ocr_boxes, ocr_mask,
     decoder_length, distance_threshold=0.5,
 ):
-    """Labels of the whole SA-M4C sequence (spec section 4), keras.ops.
+    """Labels of the whole SA-M4C sequence (the paper's Fig. 2b), keras.ops.
 
     The sequence is question | objects | OCR | decoder, of length
     `L = Lq + No + Nocr + decoder_length`; label `[b, i, j]` says whether and
@@ -657,6 +662,11 @@ def textvqa_relations_numpy(
     decoder_length, distance_threshold=0.5,
 ):
     """`textvqa_relations` on host NumPy arrays (for data pipelines).
+
+    Args:
+        question_mask, object_boxes, object_mask, ocr_boxes, ocr_mask,
+            decoder_length, distance_threshold: as in `textvqa_relations`,
+            as array-likes.
 
     Returns:
         `np.ndarray` int32 `[B, L, L]`, equal to what `textvqa_relations`

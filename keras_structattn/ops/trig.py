@@ -1,9 +1,10 @@
 """Sine and cosine together, fast under XLA.
 
-XLA's CPU sine and cosine are not vectorised: on this project's 2-core CPU,
-10M float32 sines take ~130 ms compiled (TF or JAX), against ~45 ms for
-TensorFlow's eager (Eigen) kernel. Sinusoidal geometry embeddings need tens
-of millions of them per batch. `sin_cos` therefore evaluates them as plain
+XLA's CPU sine and cosine are not vectorised, so compiled they are several
+times slower than TensorFlow's eager (Eigen) kernel (measured in
+docs/performance.md), and the sinusoidal geometry embedding of positional
+attention (docs/positional_attention.md) needs tens of millions of them
+per batch. `sin_cos` therefore evaluates them as plain
 multiply-adds that XLA fuses and vectorises, and keeps the backend's own
 kernels where ops run one at a time (TensorFlow eager or graph without XLA),
 where two dozen separate elementwise ops would be slower instead.
@@ -43,7 +44,12 @@ _SIN = (
 
 def tracing_for_xla():
     """Whether ops are being traced for XLA, where fused elementwise
-    arithmetic is cheap and some kernels (sine, small dots) are slow."""
+    arithmetic is cheap and some kernels (sine, small dots) are slow.
+
+    Returns:
+        True under JAX (every op runs through XLA) and while TensorFlow
+        traces a `jit_compile=True` function; False otherwise.
+    """
     name = backend.backend()
     if name == "jax":
         return True  # every JAX op runs through XLA, eager or jitted
@@ -75,7 +81,15 @@ def _parity_sign(k):
 
 
 def polynomial_sin_cos(x):
-    """`(sin x, cos x)` in float32 from multiply-adds (see module)."""
+    """`(sin x, cos x)` in float32 from multiply-adds (see module).
+
+    Args:
+        x: a float tensor (cast to float32).
+
+    Returns:
+        two float32 tensors shaped like `x`, within 1.2e-7 of float64
+        results for |x| up to ~10^4.
+    """
     x = ops.cast(x, "float32")
     turns = x * _INV_PI
     k = ops.round(turns)
