@@ -1,7 +1,9 @@
 """Speed of `CausalAttention` (CATT) against `keras.layers.MultiHeadAttention`,
 and of `GlobalDictionary.adapt` (K-means).
 
-At the Transformer+CATT captioning shape (paper, supplementary C.4):
+At the Transformer+CATT captioning shape (Yang et al., 2021,
+arXiv:2103.03493, supplementary implementation details; see
+docs/causal_attention.md):
 self-attention over 36 regions (encoder) and causal self-attention over 50
 words (decoder), hidden 512, 8 heads, dictionary K = 500, batch 50. The
 baseline is Keras MHA on the same input (with `use_causal_mask` for words).

@@ -2,9 +2,10 @@
 
 At the SA-M4C shape: self-attention over 182 tokens (20 question + 100
 objects + 50 OCR + 12 decoder), hidden 768, 12 heads, batch 32. The graph
-is built from random boxes by `textvqa_relations` (the spec's section-4
-mask). Keras MHA, the baseline, gets the same structure as a boolean
-`[B, L, L]` attention mask (every edge that is not `BLOCKED`), i.e. the
+is built from random boxes by `textvqa_relations` (the SA-M4C sequence
+mask, Kant et al., 2020, arXiv:2007.12146, Fig. 2b; see
+docs/graph_attention.md). Keras MHA, the baseline, gets the same structure
+as a boolean `[B, L, L]` attention mask (every edge that is not `BLOCKED`), i.e. the
 M4C layer; the rows add the per-head relation masks (c = 3), the learned
 relation bias (Eq. 5), the top-k baseline (k = 9) and the ReGAT-style bias
 without masking. Each time is the median of `--repeats` runs after

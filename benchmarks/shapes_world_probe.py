@@ -1,9 +1,9 @@
 """Does a small model learn Shapes world VQA in minutes? A learnability probe.
 
-The Shapes world issue asks for "defaults small enough that generation
-takes under a minute and a small model reaches clearly-above-chance
-accuracy in minutes". This script checks the second half: it generates the
-default world in memory (train 2000 / val 500 / test 500 scenes, VQA task
+Shapes world's defaults are meant to be small enough that generation takes
+under a minute and a small model reaches clearly-above-chance accuracy in
+minutes (docs/shapes_world.md). This script checks the second half: it
+generates the default world in memory (train 2000 / val 500 / test 500 scenes, VQA task
 only), trains a small Keras model on the train questions and reports the
 official VQA accuracy on test per question type, next to the train
 majority-answer baseline (`trivial_baselines`), with the generation and

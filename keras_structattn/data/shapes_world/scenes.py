@@ -9,8 +9,8 @@ palette colour).
 exclusive: the shape covers pixel columns `x1 .. x2 - 1`. Every shape
 touches all four sides of its box (a pixel is inside a shape when its centre
 is; the triangle gets half a pixel of slack so that its apex row is never
-empty). The normalised box of the spatial-graph spec is the pixel box
-divided by `canvas_size` (exact in binary floating point for 64 or 128).
+empty). The normalised box that `ops.spatial_relations` takes is the pixel
+box divided by `canvas_size` (exact in binary floating point for 64 or 128).
 
 **Layout.** Top-level shapes are at least one background pixel apart,
 except deliberate partial overlaps (`OVERLAP_PROBABILITY`; the boxes share

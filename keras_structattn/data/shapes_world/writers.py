@@ -26,7 +26,7 @@ Formats:
 - COCO captions: `{"info", "licenses", "type": "captions", "images":
   [{id, file_name, width, height}], "annotations": [{id, image_id,
   caption}]}`.
-- VQA v2 (`../shared/data/vqa_eval`): questions `{"info", "task_type":
+- VQA v2 (the format the official VQA evaluation code reads): questions `{"info", "task_type":
   "Open-Ended", "data_type": "shapes_world", "data_subtype": split,
   "license", "questions": [{question_id, image_id, question}]}`;
   annotations `{..., "annotations": [{question_id, image_id,
