@@ -143,6 +143,9 @@ class EpochCheckpoints(keras.callbacks.Callback):
         directory: the folder of the checkpoints.
         keep: how many of the newest checkpoints to keep (older ones are
             deleted after each save); `None` keeps all.
+
+    Use it in `model.fit(..., callbacks=[EpochCheckpoints(directory)])`;
+    Keras calls `on_epoch_end(epoch, logs)` with the 0-based epoch.
     """
 
     def __init__(self, directory, keep=5):

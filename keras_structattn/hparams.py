@@ -19,6 +19,9 @@ class HParams:
 
     Attribute access reads them (`hparams.hidden_size`). Types are fixed by
     the registered defaults: an override must parse as the same type.
+
+    Args:
+        **values: the hyper-parameters by name.
     """
 
     def __init__(self, **values):
@@ -48,6 +51,13 @@ class HParams:
 
     def override(self, **changes):
         """Returns a copy with some values replaced.
+
+        Args:
+            **changes: new values by name, of the type of the current ones
+                (an int is accepted for a float).
+
+        Returns:
+            A new `HParams`.
 
         Raises:
             ValueError: for an unknown name or a value of another type.
@@ -101,10 +111,15 @@ class HParams:
         return self.override(**changes)
 
     def to_json(self):
+        """The hyper-parameters as a JSON string (sorted keys)."""
         return json.dumps(self._values, indent=2, sort_keys=True)
 
     def save(self, path):
-        """Writes the hyper-parameters as JSON (creating the directory)."""
+        """Writes the hyper-parameters as JSON (creating the directory).
+
+        Args:
+            path: the file to write.
+        """
         directory = os.path.dirname(path)
         if directory:
             os.makedirs(directory, exist_ok=True)
@@ -113,7 +128,14 @@ class HParams:
 
     @classmethod
     def load(cls, path):
-        """Reads hyper-parameters written by `save`."""
+        """Reads hyper-parameters written by `save`.
+
+        Args:
+            path: a file written by `save`.
+
+        Returns:
+            An `HParams`.
+        """
         if not os.path.exists(path):
             raise FileNotFoundError(f"No hparams file at {path}")
         with open(path, encoding="utf-8") as f:
@@ -155,6 +177,12 @@ def training_defaults(**changes):
     They drive the recipe, not the model: label smoothing, the
     `constant * linear_warmup * rsqrt_decay * rsqrt(hidden_size)` learning
     rate, Adam, the batch size in tokens and the longest sequence.
+
+    Args:
+        **changes: values replacing the defaults.
+
+    Returns:
+        A dict, to merge into a set's `HParams(...)`.
     """
     values = dict(
         label_smoothing=0.1,
@@ -171,7 +199,14 @@ def training_defaults(**changes):
 
 
 def register(name):
-    """Decorator registering a function returning `HParams` under `name`."""
+    """Decorator registering a function returning `HParams` under `name`.
+
+    Args:
+        name: the set's name for `get` and `--hparams_set`.
+
+    Returns:
+        The decorator (which returns the function unchanged).
+    """
 
     def decorator(fn):
         if name in _REGISTRY:
@@ -188,7 +223,14 @@ def registered():
 
 
 def get(name):
-    """Returns a fresh `HParams` of the registered set `name`."""
+    """A fresh `HParams` of the registered set `name`.
+
+    Args:
+        name: a registered set's name.
+
+    Returns:
+        An `HParams`.
+    """
     if name not in _REGISTRY:
         raise ValueError(
             f"Unknown hparams set {name!r}. Registered: {', '.join(registered())}"
@@ -197,5 +239,13 @@ def get(name):
 
 
 def resolve(name, overrides=None):
-    """`get(name)` with `"a=1,b=2"` overrides applied."""
+    """`get(name)` with `"a=1,b=2"` overrides applied.
+
+    Args:
+        name: a registered set's name.
+        overrides: a comma-separated string of `name=value`, or "" / None.
+
+    Returns:
+        An `HParams`.
+    """
     return get(name).parse(overrides)

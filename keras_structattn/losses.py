@@ -20,6 +20,17 @@ class PaddedCrossEntropy(keras.losses.Loss):
     Args:
         label_smoothing: in [0, 1).
         pad_id: the padding id (0 in tensor2tensor).
+        name: the loss name.
+        **kwargs: `keras.losses.Loss` arguments; `reduction` defaults to
+            `"sum"`, which makes the result the mean over real tokens.
+
+    Call arguments:
+        y_true: int target ids `[B, T]`.
+        y_pred: logits `[B, T, V]` (any float dtype; computed in float32).
+
+    Returns:
+        The loss: the mean over the batch's non-padding tokens (a scalar
+        with the default reduction).
     """
 
     def __init__(self, label_smoothing=0.1, pad_id=0, name="padded_cross_entropy", **kwargs):
@@ -66,7 +77,22 @@ class PaddedCrossEntropy(keras.losses.Loss):
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
 class PaddedAccuracy(keras.metrics.Mean):
-    """Token accuracy of the argmax over the non-padding targets."""
+    """Token accuracy of the argmax over the non-padding targets.
+
+    Args:
+        pad_id: the padding id; targets equal to it are not counted.
+        name: the metric name.
+        **kwargs: `keras.metrics.Mean` arguments.
+
+    Call arguments (`update_state`):
+        y_true: int target ids `[B, T]`.
+        y_pred: logits or probabilities `[B, T, V]`.
+        sample_weight: ignored; the weights are the non-padding targets.
+
+    Returns:
+        `result()`: the fraction of non-padding targets whose argmax is
+        right, over everything seen since the last reset.
+    """
 
     def __init__(self, pad_id=0, name="accuracy", **kwargs):
         super().__init__(name=name, **kwargs)

@@ -17,6 +17,12 @@ class WarmupRsqrtDecay(keras.optimizers.schedules.LearningRateSchedule):
         constant: t2t's `learning_rate_constant` (2.0 for the Transformer).
         warmup_steps: `learning_rate_warmup_steps`.
         hidden_size: the model width.
+
+    Call arguments:
+        step: the optimizer's 0-based iteration count (a scalar tensor).
+
+    Returns:
+        The float32 learning rate at that step.
     """
 
     def __init__(self, constant, warmup_steps, hidden_size):

@@ -48,6 +48,14 @@ def greedy_decode(step_fn, initial_ids, initial_cache, *, max_decode_length, eos
     A row's length counts its EOS; a row without EOS has length
     `max_decode_length`. (`beam_search` with `beam_size=1` uses the lengths
     for its length penalty.)
+
+    Args:
+        step_fn, initial_ids, initial_cache, max_decode_length, eos_id: as
+            in `greedy_search`.
+
+    Returns:
+        `(ids, scores, lengths)`: the ids and scores as `greedy_search`
+        returns them, and the int32 lengths `[B]`.
     """
     _checks.positive_int("max_decode_length", max_decode_length)
     _checks.token_id("eos_id", eos_id)

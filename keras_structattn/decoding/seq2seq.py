@@ -73,8 +73,16 @@ def generate(
 def compiled_generate(model, **options):
     """`generate` compiled with XLA for the current backend.
 
-    Returns a function of `source_ids` (one compiled program per input
-    shape: feed batches padded to a few fixed lengths).
+    Args:
+        model: as in `generate`.
+        **options: the other keyword arguments of `generate`
+            (`max_decode_length`, `beam_size`, `alpha`, `eos_id`,
+            `return_all_beams`), fixed for the compiled function.
+
+    Returns:
+        A function of `source_ids` returning what `generate` returns (one
+        compiled program per input shape: feed batches padded to a few
+        fixed lengths).
     """
 
     def run(source_ids):
