@@ -231,7 +231,14 @@ class SubwordVocab:
 
     @classmethod
     def load(cls, path):
-        """Loads a vocabulary saved by `save` (a SentencePiece `.model` file)."""
+        """Loads a vocabulary saved by `save` (a SentencePiece `.model` file).
+
+        Args:
+            path: the file written by `save`.
+
+        Returns:
+            A `SubwordVocab`.
+        """
         with open(path, "rb") as f:
             return cls(f.read())
 
@@ -240,6 +247,9 @@ class SubwordVocab:
 
         The file is a standard SentencePiece model, usable by any
         SentencePiece tool.
+
+        Args:
+            path: the file to write.
         """
         with open(path, "wb") as f:
             f.write(self._proto)
@@ -255,11 +265,25 @@ class SubwordVocab:
         return self._processor.get_piece_size()
 
     def id_to_piece(self, token_id):
-        """The piece (`str`) of one id, e.g. `"▁Tom"`."""
+        """The piece (`str`) of one id, e.g. `"▁Tom"`.
+
+        Args:
+            token_id: an id in `[0, vocab_size)`.
+
+        Returns:
+            The piece as a `str`.
+        """
         return self._processor.id_to_piece(int(token_id))
 
     def encode(self, text):
-        """Encodes a string into a list of ids (without EOS)."""
+        """Encodes a string into ids (without EOS).
+
+        Args:
+            text: a `str`.
+
+        Returns:
+            A list of int ids.
+        """
         return self._processor.encode(text, out_type=int)
 
     def decode(self, ids):
@@ -382,7 +406,14 @@ class CharVocab:
 
     @classmethod
     def load(cls, path):
-        """Loads a vocabulary saved by `save` (JSON)."""
+        """Loads a vocabulary saved by `save` (JSON).
+
+        Args:
+            path: the file written by `save`.
+
+        Returns:
+            A `CharVocab`.
+        """
         with open(path, encoding="utf-8") as f:
             try:
                 data = json.load(f)
@@ -396,7 +427,11 @@ class CharVocab:
         return cls(data["chars"])
 
     def save(self, path):
-        """Writes the vocabulary to `path` as JSON (e.g. `*.json`)."""
+        """Writes the vocabulary to `path` as JSON (e.g. `*.json`).
+
+        Args:
+            path: the file to write.
+        """
         data = {
             "format": _CHAR_VOCAB_FORMAT,
             "version": 1,
@@ -418,7 +453,14 @@ class CharVocab:
         return NUM_RESERVED_IDS + len(self._chars)
 
     def encode(self, text):
-        """Encodes a string into a list of ids, one per code point (no EOS)."""
+        """Encodes a string into ids, one per code point (no EOS).
+
+        Args:
+            text: a `str`.
+
+        Returns:
+            A list of int ids.
+        """
         return [self._ids.get(c, UNK_ID) for c in text]
 
     def decode(self, ids):
