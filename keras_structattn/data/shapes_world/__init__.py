@@ -116,6 +116,10 @@ def split_features(scenes, config):
     Shape rows are padded to `config.max_objects`, OCR rows to
     `config.max_signs * 3`; padding rows are zero.
 
+    Args:
+        scenes: the split's `Scene`s.
+        config: the world's `Config`.
+
     Returns:
         A dict of NumPy arrays, S scenes, C canvas, N max shapes, T max
         tokens, G grid size:
@@ -164,7 +168,17 @@ def split_features(scenes, config):
 
 
 def generate_split(name, size, config, tasks=TASKS):
-    """Generates one split; see `generate`."""
+    """Generates one split; see `generate`.
+
+    Args:
+        name: "train", "val" or "test".
+        size: the number of scenes.
+        config: a `Config`.
+        tasks: the tasks to generate (`TASKS` by default: all).
+
+    Returns:
+        A `Split`.
+    """
     start = time.perf_counter()
     counters = collections.Counter()
     split_index = SPLITS.index(name)

@@ -46,7 +46,17 @@ def _typo(rng, word):
 
 
 def noisy_answer(rng, answer, kind):
-    """One plausible wrong answer for `answer` of `kind` (see above)."""
+    """One plausible wrong answer for `answer` of `kind` (see above).
+
+    Args:
+        rng: a `np.random.Generator`.
+        answer: the right answer string.
+        kind: the answer kind (`"number"`, `"yes/no"`, `"color"`,
+            `"shape"` or `"text"`).
+
+    Returns:
+        A string different from `answer`.
+    """
     if kind == "number":
         k = int(answer)
         return str(k + 1) if k == 0 or rng.random() < 0.5 else str(k - 1)

@@ -25,6 +25,14 @@ import numpy as np
 
 
 def normalize_answer(answer):
+    """Lower case, single spaces: the comparison of `vqa_accuracy`.
+
+    Args:
+        answer: an answer (any value; converted with `str`).
+
+    Returns:
+        The normalised string.
+    """
     return " ".join(str(answer).lower().split())
 
 
@@ -34,6 +42,9 @@ def vqa_accuracy(prediction, answers):
     Args:
         prediction: the predicted answer string.
         answers: the human answers (10 strings).
+
+    Returns:
+        A float in [0, 1].
     """
     prediction = normalize_answer(prediction)
     answers = [normalize_answer(a) for a in answers]
@@ -59,6 +70,10 @@ def _majority(records, key="question_type"):
 def majority_baseline(train_records, eval_records):
     """Per-type majority answers of `train_records`, scored on `eval_records`.
 
+    Args:
+        train_records: VQA-like records (`question_type`, `answer`).
+        eval_records: records with `question_type` and the 10 `answers`.
+
     Returns:
         `{"overall": %, "per_type": {type: %}, "answers": {type: answer}}`
         (types unseen in training get the overall majority answer).
@@ -81,7 +96,14 @@ def majority_baseline(train_records, eval_records):
 
 
 def box_iou(a, b):
-    """IoU of two pixel boxes `(x1, y1, x2, y2)`."""
+    """IoU of two pixel boxes `(x1, y1, x2, y2)`.
+
+    Args:
+        a, b: the boxes.
+
+    Returns:
+        A float in [0, 1] (0 for two empty boxes).
+    """
     iw = max(0, min(a[2], b[2]) - max(a[0], b[0]))
     ih = max(0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = iw * ih
@@ -97,7 +119,14 @@ def _biggest(scene):
 
 def grounding_baseline(split):
     """Accuracy (%) at IoU >= 0.5 of always picking the biggest box, and
-    the chance level of a uniformly random shape box."""
+    the chance level of a uniformly random shape box.
+
+    Args:
+        split: a generated `Split` with the refs task.
+
+    Returns:
+        `{"accuracy": %, "random_box": %, "refs": count}`.
+    """
     hits, chance = [], []
     for scene, refs in zip(split.scenes, split.tasks["refs"]):
         guess = scene.shapes[_biggest(scene)].box
@@ -113,6 +142,14 @@ def grounding_baseline(split):
 
 
 def biggest_caption(scene):
+    """The "describe the biggest shape" caption of a scene.
+
+    Args:
+        scene: a `Scene`.
+
+    Returns:
+        `"a <size> <colour> <shape>"`.
+    """
     o = scene.shapes[_biggest(scene)]
     return f"a {o.size} {o.color} {o.shape}"
 
@@ -130,7 +167,16 @@ def _unigram_f1(hypothesis, references):
 
 
 def caption_baseline(split):
-    """CIDEr-D and BLEU-4 of "describe the biggest shape" captions."""
+    """CIDEr-D and BLEU-4 of "describe the biggest shape" captions.
+
+    Args:
+        split: a generated `Split` with the captions task.
+
+    Returns:
+        A dict with `"CIDEr"` and `"BLEU_4"` (pycocoevalcap), or
+        `"unigram_f1"` when pycocoevalcap is not installed; the metric
+        used is in `"caption_metric"`.
+    """
     gts, res = {}, {}
     for scene, captions in zip(split.scenes, split.tasks["captions"]):
         gts[scene.image_id] = [c["caption"] for c in captions]
@@ -160,6 +206,11 @@ def trivial_baselines(world, train="train", evaluate="test"):
     Majority answers come from `train` (or from `evaluate` itself when
     there is no train split, noted as `prior_split`); scores are on
     `evaluate` (falls back to "val", then "train", if absent).
+
+    Args:
+        world: a `ShapesWorld`.
+        train: the split the majority answers come from.
+        evaluate: the split the baselines are scored on.
 
     Returns:
         A dict per task, see the module docstring.

@@ -118,6 +118,12 @@ class Bias:
         """Parses the CLI form `SHAPE=COLOR[:STRENGTH][@SPLIT,SPLIT]`.
 
         E.g. "circle=red:0.9" or "square=blue:0.8@train".
+
+        Args:
+            text: the CLI string; left-out parts take the defaults.
+
+        Returns:
+            A `Bias`.
         """
         if not isinstance(text, str) or "=" not in text:
             raise ValueError(
@@ -142,6 +148,7 @@ class Bias:
         return cls(shape=shape.strip(), color=rest.strip(), strength=strength, splits=splits)
 
     def applies_to(self, split):
+        """Whether `split` (a split name) is one of the biased splits."""
         return split in self.splits
 
 
@@ -197,6 +204,7 @@ class Config:
             )
 
     def to_dict(self):
+        """The settings as a JSON-ready dict (the manifest's `config`)."""
         out = dataclasses.asdict(self)
         out["bias"] = None if self.bias is None else dataclasses.asdict(self.bias)
         if out["bias"] is not None:
@@ -205,12 +213,27 @@ class Config:
 
 
 def image_id(split, index):
-    """The int image id of scene `index` of `split` (COCO ids are ints)."""
+    """The int image id of scene `index` of `split` (COCO ids are ints).
+
+    Args:
+        split: "train", "val" or "test".
+        index: the scene index within the split.
+
+    Returns:
+        `(split position + 1) * 1_000_000 + index`.
+    """
     return (SPLITS.index(split) + 1) * SPLIT_ID_STRIDE + index
 
 
 def check_sizes(sizes):
-    """Checks `{split: size}`: non-negative ints below the id stride, not all 0."""
+    """Checks `{split: size}`: non-negative ints below the id stride, not all 0.
+
+    Args:
+        sizes: `{split name: number of scenes}`.
+
+    Returns:
+        `sizes`, unchanged (raises ValueError otherwise).
+    """
     for split, size in sizes.items():
         _int_at_least(split, size, 0, SPLIT_ID_STRIDE - 1)
     if not any(sizes.values()):

@@ -33,12 +33,22 @@ SUB_CELLS = 2
 
 
 def grid_feature_dim():
-    """Size of one grid-cell feature (2x2 sub-cells x 9 palette bins)."""
+    """Size of one grid-cell feature (2x2 sub-cells x 9 palette bins).
+
+    Returns:
+        An int.
+    """
     return SUB_CELLS * SUB_CELLS * NUM_PALETTE
 
 
 def palette_indices(image):
     """uint8 `[H, W]` palette index of each pixel of an RGB image.
+
+    Args:
+        image: uint8 `[H, W, 3]`, every pixel a `PALETTE` colour.
+
+    Returns:
+        uint8 `[H, W]`.
 
     Raises:
         ValueError: if a pixel is not a palette colour.
@@ -90,6 +100,9 @@ def grid_features(palette_map, grid_size):
     Args:
         palette_map: uint8 `[H, W]` palette indices.
         grid_size: cells per side.
+
+    Returns:
+        float32 `[grid_size, grid_size, grid_feature_dim()]`.
     """
     h, w = palette_map.shape
     fine = grid_size * SUB_CELLS

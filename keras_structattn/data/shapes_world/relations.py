@@ -53,6 +53,13 @@ def relation_labels(boxes, canvas):
     A thin call of `spatial_relations_numpy` on `boxes / canvas` with the
     default distance threshold. (The op's module imports Keras; it is
     imported here on first use so that this module alone stays NumPy-only.)
+
+    Args:
+        boxes: pixel boxes `[M, 4]`, `(x1, y1, x2, y2)`.
+        canvas: the image side in pixels.
+
+    Returns:
+        int32 `[M, M]` labels, as `ops.spatial_relations_numpy` gives them.
     """
     from keras_structattn.ops.spatial_graph import spatial_relations_numpy
 
@@ -69,6 +76,9 @@ def holds(relation, label, box_a, box_b):
         relation: one of `RELATIONS`.
         label: int spatial label of the ordered pair (A, B).
         box_a, box_b: pixel boxes `(x1, y1, x2, y2)`.
+
+    Returns:
+        A bool.
     """
     if relation == "inside":
         return label == INSIDE
@@ -90,6 +100,12 @@ def stated_relations(scene):
 
     Computed once per scene from `scene.labels` and cached on it (each pair
     has at most one relation: the six are mutually exclusive).
+
+    Args:
+        scene: a `Scene`.
+
+    Returns:
+        The nested list, indexed like `scene.node_boxes()`.
     """
     cached = getattr(scene, "_stated_relations", None)
     if cached is None:
@@ -114,10 +130,22 @@ def stated_relation(scene, a, b):
     Args:
         scene: a `Scene`.
         a, b: node names ("o3", "s0", "t2").
+
+    Returns:
+        A relation name, or None.
     """
     return stated_relations(scene)[scene.node(a)][scene.node(b)]
 
 
 def relation_holds(scene, a, relation, b):
-    """Whether "a <relation> b" holds for node names a, b of `scene`."""
+    """Whether "a <relation> b" holds for node names a, b of `scene`.
+
+    Args:
+        scene: a `Scene`.
+        a, b: node names ("o3", "s0", "t2").
+        relation: one of `RELATIONS`.
+
+    Returns:
+        A bool.
+    """
     return stated_relations(scene)[scene.node(a)][scene.node(b)] == relation

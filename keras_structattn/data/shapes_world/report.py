@@ -22,7 +22,16 @@ TOP_ANSWERS = 5
 
 
 def answer_distribution(records):
-    """`{question_type: {"questions", "distinct", "max_share", "top"}}`."""
+    """The answer distribution of VQA-like records, per question type.
+
+    Args:
+        records: dicts with `"question_type"` and `"answer"`.
+
+    Returns:
+        `{question_type: {"questions", "distinct", "max_share", "top"}}`:
+        the count, the number of distinct answers, the share of the most
+        frequent one and the top answers with their shares.
+    """
     by_type = collections.defaultdict(collections.Counter)
     for r in records:
         by_type[r["question_type"]][r["answer"]] += 1
@@ -40,7 +49,15 @@ def answer_distribution(records):
 
 
 def summarize(world):
-    """A JSON-ready summary: sizes, counters, answer distributions, bias."""
+    """A JSON-ready summary: sizes, counters, answer distributions, bias.
+
+    Args:
+        world: a `ShapesWorld` from `generate`.
+
+    Returns:
+        A dict of plain Python values (`"seconds"`, `"tasks"`, `"bias"`,
+        `"splits"`).
+    """
     bias = world.config.bias
     out = {
         "seconds": round(world.seconds, 2),
@@ -93,7 +110,17 @@ def _share_line(task, distribution):
 
 
 def format_report(summary, baselines=None, distribution_split="train"):
-    """The CLI's text report of `summarize(world)` (and the baselines)."""
+    """The CLI's text report of `summarize(world)` (and the baselines).
+
+    Args:
+        summary: the dict of `summarize`.
+        baselines: None, or the dict of `baselines.trivial_baselines`.
+        distribution_split: the split whose answer distributions are shown
+            (another one if it was not generated).
+
+    Returns:
+        The report as one string.
+    """
     lines = [f"Shapes world: tasks {', '.join(summary['tasks'])}; generated in {summary['seconds']:.1f} s"]
     header = ["split", "scenes", "shapes", "nested", "signs", "tokens"]
     tasks = [t for t in ("captions", "vqa", "refs", "textvqa") if t in summary["tasks"]]

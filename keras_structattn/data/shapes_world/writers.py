@@ -67,11 +67,24 @@ IMDB_VERSION = 1
 
 
 def file_name(scene):
+    """The image file name of a scene, the same in every file format.
+
+    Args:
+        scene: a `Scene`.
+
+    Returns:
+        `shapes_world_<split>_<index:06d>.png`.
+    """
     return f"shapes_world_{scene.split}_{scene.index:06d}.png"
 
 
 def write_png(path, image):
-    """Writes a uint8 RGB `[H, W, 3]` image as PNG (stdlib zlib + struct)."""
+    """Writes a uint8 RGB `[H, W, 3]` image as PNG (stdlib zlib + struct).
+
+    Args:
+        path: the file to write.
+        image: uint8 array-like `[H, W, 3]`.
+    """
     image = np.ascontiguousarray(image, np.uint8)
     if image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"Argument `image` must be uint8 [H, W, 3]. Received shape {image.shape}")
@@ -105,7 +118,14 @@ def _images(split):
 
 
 def coco_captions(split):
-    """The COCO captions dict of a split."""
+    """The COCO captions dict of a split.
+
+    Args:
+        split: a generated `Split` with the captions task.
+
+    Returns:
+        A dict in the COCO captions format (module docstring).
+    """
     annotations = []
     for scene, captions in zip(split.scenes, split.tasks["captions"]):
         for k, c in enumerate(captions):
@@ -130,7 +150,16 @@ def _answers(answers):
 
 
 def vqa_files(split, bias):
-    """`(questions dict, annotations dict)` of a split in VQA v2 format."""
+    """The VQA v2 question and annotation files of a split.
+
+    Args:
+        split: a generated `Split` with the vqa task.
+        bias: the world's `Bias`, or None; with one, each annotation also
+            says whether it conflicts with the bias (`bias_conflict`).
+
+    Returns:
+        `(questions dict, annotations dict)` in VQA v2 format.
+    """
     head = {
         "info": {"description": f"Shapes world VQA, {split.name} split", "version": "1.0"},
         "task_type": "Open-Ended",
@@ -159,7 +188,15 @@ def vqa_files(split, bias):
 
 
 def textvqa_imdb(split, bias):
-    """The mmf imdb (object array, header first) of a split."""
+    """The mmf imdb (object array, header first) of a split.
+
+    Args:
+        split: a generated `Split` with the textvqa task.
+        bias: the world's `Bias`, or None.
+
+    Returns:
+        A NumPy object array: the header, then one dict per question.
+    """
     entries = [{
         "version": IMDB_VERSION,
         "dataset_name": DATA_TYPE,
@@ -214,7 +251,14 @@ def textvqa_imdb(split, bias):
 
 
 def refcoco_files(splits):
-    """`(refs list, instances dict)` over the given splits (RefCOCO layout)."""
+    """RefCOCO refs and COCO instances over the given splits.
+
+    Args:
+        splits: the generated `Split`s with the refs task.
+
+    Returns:
+        `(refs list, instances dict)` in the RefCOCO layout.
+    """
     refs, images, annotations = [], [], []
     for split in splits:
         for scene, records in zip(split.scenes, split.tasks["refs"]):
