@@ -7,7 +7,6 @@ import keras
 from keras import ops
 
 from keras_structattn.layers._attention_core import LogitStructure
-from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 from keras_structattn.ops.attend_areas import IMPLEMENTATIONS
@@ -346,25 +345,9 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         shape = ops.shape(mask)
         return ops.reshape(mask, (shape[0], shape[1] * shape[2]))
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-        *,
-        cache=None,
-        cache_update_index=None,
-    ):
-        # 2-D inputs are attended as their row-major flattening; a 2-D query
-        # gets its grid back on the output.
-        query_grid = ops.shape(query)[1:3] if len(query.shape) == 4 else None
+    def _as_sequences(self, query, value, key, query_mask, value_mask, key_mask,
+                      attention_mask):
+        # 2-D inputs are attended as their row-major flattening.
         if any(t is not None and len(t.shape) == 4 for t in (query, value, key)):
             if attention_mask is not None and len(attention_mask.shape) > 3:
                 raise ValueError(
@@ -372,21 +355,19 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
                     "given over the flattened (row-major) axes: [B, T, S]. "
                     f"Received attention_mask.shape={tuple(attention_mask.shape)}"
                 )
-        outputs = self._attention_call(
-            self._flatten(query), self._flatten(value), self._flatten(key),
-            self._flatten_mask(query_mask), self._flatten_mask(value_mask),
-            self._flatten_mask(key_mask), attention_mask, return_attention_scores, training,
-            use_causal_mask, cache, cache_update_index,
-        )
-        if query_grid is None:
-            return outputs
-        packed = isinstance(outputs, tuple)
-        output = outputs[0] if packed else outputs
-        grid = (ops.shape(output)[0], query_grid[0], query_grid[1])
+        tensors = (self._flatten(t) for t in (query, value, key))
+        masks = (self._flatten_mask(m) for m in (query_mask, value_mask, key_mask))
+        return (*tensors, *masks)
+
+    def _like_query(self, output, query_mask, query):
+        # A 2-D query gets its grid back on the output (and its mask).
+        if len(query.shape) != 4:
+            return output, query_mask
+        grid = (ops.shape(output)[0],) + tuple(ops.shape(query)[1:3])
         output = ops.reshape(output, grid + tuple(ops.shape(output)[2:]))
         if query_mask is not None:
-            set_keras_mask(output, ops.reshape(query_mask, grid))
-        return (output,) + outputs[1:] if packed else output
+            query_mask = ops.reshape(query_mask, grid)
+        return output, query_mask
 
     def _area_layout(self):
         return dict(

@@ -319,6 +319,8 @@ class CausalAttention(StructuredMultiHeadAttention):
         branch: the IS-ATT output and scores alone.
     """
 
+    structure_inputs = {"dictionary": None, "dictionary_mask": None}
+
     def __init__(
         self,
         num_heads,
@@ -438,31 +440,6 @@ class CausalAttention(StructuredMultiHeadAttention):
                 "Argument `dictionary` must be [K, d] or [B, K, d] with d the width "
                 f"of `value` ({dim}). Received: dictionary.shape={tuple(shape)}"
             )
-
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-        *,
-        dictionary=None,
-        dictionary_mask=None,
-        cache=None,
-        cache_update_index=None,
-    ):
-        return self._attention_call(
-            query, value, key, query_mask, value_mask, key_mask, attention_mask,
-            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
-            dictionary=dictionary,
-            dictionary_mask=dictionary_mask,
-        )
 
     def _check_inputs(self, query, value, key, state):
         dictionary = state["dictionary"]

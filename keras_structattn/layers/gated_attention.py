@@ -112,6 +112,8 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
         `return_gates`.
     """
 
+    structure_inputs = {"return_gates": False}
+
     def __init__(
         self,
         num_heads,
@@ -208,29 +210,6 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
         self._qk_gate_key = dense(pool, "qk_gate_key", projected)
         pooled = self._qk_gate_query.compute_output_shape(projected)
         self._qk_gate_output = dense(out, "qk_gate_output", pooled)
-
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-        *,
-        return_gates=False,
-        cache=None,
-        cache_update_index=None,
-    ):
-        return self._attention_call(
-            query, value, key, query_mask, value_mask, key_mask, attention_mask,
-            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
-            return_gates=return_gates,
-        )
 
     def _check_inputs(self, query, value, key, state):
         if key is not None:

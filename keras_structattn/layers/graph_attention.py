@@ -75,6 +75,8 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
         cache if one was given.
     """
 
+    structure_inputs = {"relations": None}
+
     def __init__(
         self,
         num_heads,
@@ -142,29 +144,6 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
                 shape=(self.num_heads, rt.NUM_LABELS),
                 initializer="zeros",
             )
-
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-        *,
-        relations=None,
-        cache=None,
-        cache_update_index=None,
-    ):
-        return self._attention_call(
-            query, value, key, query_mask, value_mask, key_mask, attention_mask,
-            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
-            relations=relations,
-        )
 
     def _check_inputs(self, query, value, key, state):
         relations = state["relations"]

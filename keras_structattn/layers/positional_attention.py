@@ -135,6 +135,14 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
         was given.
     """
 
+    structure_inputs = {
+        "query_positions": None,
+        "key_positions": None,
+        "query_boxes": None,
+        "key_boxes": None,
+        "return_raw_scores": False,
+    }
+
     def __init__(
         self,
         num_heads,
@@ -253,37 +261,6 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
                 constraint=common["bias_constraint"],
                 autocast=False,
             )
-
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-        *,
-        query_positions=None,
-        key_positions=None,
-        query_boxes=None,
-        key_boxes=None,
-        return_raw_scores=False,
-        cache=None,
-        cache_update_index=None,
-    ):
-        return self._attention_call(
-            query, value, key, query_mask, value_mask, key_mask, attention_mask,
-            return_attention_scores, training, use_causal_mask, cache, cache_update_index,
-            query_positions=query_positions,
-            key_positions=key_positions,
-            query_boxes=query_boxes,
-            key_boxes=key_boxes,
-            return_raw_scores=return_raw_scores,
-        )
 
     def _check_inputs(self, query, value, key, state):
         state["positions"] = self._positions(

@@ -6,8 +6,12 @@ projected through the public `query_dense` / `key_dense` / `value_dense`,
 the mechanism adds its structure through small hooks, the heads attend
 through the one attention core (`_attention_core`), and the output gate,
 `output_dense`, the Keras mask and the packing of the outputs follow. A
-mechanism is `__init__` / `build` / `get_config` plus the hooks it needs:
+mechanism is `__init__` / `build` / `get_config`, a `structure_inputs`
+dict naming its keyword-only call inputs (with defaults), and the hooks it
+needs:
 
+* `_as_sequences(...)` / `_like_query(...)`: inputs to `[B, L, dim]` and
+  the output back to the query's shape (area attention's 2-D grids).
 * `_check_inputs(query, value, key, state)`: validate the structure inputs.
 * `_transform_heads(query, key, state)`: change the projected queries and
   keys (MUAN's gates).
@@ -25,6 +29,8 @@ unprojected query) and `query_mask`; hooks may add entries for later hooks.
 
 See docs/attention_core.md.
 """
+
+import inspect
 
 import keras
 from keras import ops
@@ -99,6 +105,17 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         check_sequence_shapes(self, query_shape, value_shape)
         super().build(query_shape, value_shape, key_shape)
 
+    # Keyword-only call inputs a mechanism adds, with their defaults
+    # (e.g. `{"relations": None}`). Each class's `call` gets them in its
+    # signature (see `__init_subclass__`), so that Keras fills and checks
+    # them as named arguments.
+    structure_inputs = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "call" not in cls.__dict__:
+            cls.call = _call_with_signature(cls.structure_inputs)
+
     def call(
         self,
         query,
@@ -114,10 +131,19 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         *,
         cache=None,
         cache_update_index=None,
+        **structure_inputs,
     ):
+        unknown = set(structure_inputs) - set(self.structure_inputs)
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}.call() got unexpected keyword arguments "
+                f"{sorted(unknown)}; it takes {sorted(self.structure_inputs) or 'none'}."
+            )
+        state = dict(self.structure_inputs, **structure_inputs)
         return self._attention_call(
             query, value, key, query_mask, value_mask, key_mask, attention_mask,
             return_attention_scores, training, use_causal_mask, cache, cache_update_index,
+            state,
         )
 
     def compute_output_spec(self, *args, **kwargs):
@@ -220,10 +246,14 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         use_causal_mask,
         cache,
         cache_update_index,
-        **structure_inputs,
+        state,
     ):
-        """The call skeleton; subclasses' `call` passes its keyword inputs."""
-        state = dict(structure_inputs, query=query, query_mask=query_mask)
+        """The call skeleton; `state` holds the structure inputs by name."""
+        original_query = query
+        query, value, key, query_mask, value_mask, key_mask = self._as_sequences(
+            query, value, key, query_mask, value_mask, key_mask, attention_mask
+        )
+        state.update(query=query, query_mask=query_mask)
         if key is None:
             key = value
         if cache is not None:
@@ -264,6 +294,7 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
             state,
         )
         output = self._output(context, output_gate, state)
+        output, query_mask = self._like_query(output, query_mask, original_query)
         if query_mask is not None:
             for tensor in output if isinstance(output, tuple) else (output,):
                 set_keras_mask(tensor, query_mask)
@@ -276,6 +307,16 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     # --------------------------------------------------------------- hooks
+
+    def _as_sequences(self, query, value, key, query_mask, value_mask, key_mask,
+                      attention_mask):
+        """The inputs and their masks as `[B, L, dim]` sequences (area
+        attention flattens 2-D grids here)."""
+        return query, value, key, query_mask, value_mask, key_mask
+
+    def _like_query(self, output, query_mask, query):
+        """`(output, query_mask)` given back the shape of the caller's query."""
+        return output, query_mask
 
     def _check_inputs(self, query, value, key, state):
         """Validates the structure inputs in `state` (shapes, combinations)."""
@@ -315,3 +356,34 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
     def _extra_outputs(self, query, key, state):
         """A list of outputs to return after the attention weights."""
         return []
+
+
+_CALL_DOC = (
+    "Attention of `query` over `value`; see the class docstring (Call "
+    "arguments, Returns)."
+)
+
+
+def _call_with_signature(structure_inputs):
+    """A `call` for a class whose keyword-only inputs are `structure_inputs`.
+
+    The base `call` takes them as `**structure_inputs`; Keras reads a layer's
+    call signature to route masks and arguments, so each class gets a `call`
+    whose signature names them one by one.
+    """
+
+    def call(self, *args, **kwargs):
+        return StructuredMultiHeadAttention.call(self, *args, **kwargs)
+
+    base = inspect.signature(StructuredMultiHeadAttention.call)
+    parameters = [p for p in base.parameters.values() if p.kind != p.VAR_KEYWORD]
+    parameters += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+        for name, default in structure_inputs.items()
+    ]
+    call.__signature__ = base.replace(parameters=parameters)
+    call.__doc__ = _CALL_DOC
+    return call
+
+
+StructuredMultiHeadAttention.call.__signature__ = _call_with_signature({}).__signature__
