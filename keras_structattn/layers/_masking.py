@@ -3,9 +3,9 @@
 Keras 3 keeps the implicit mask of a tensor in a private attribute; its own
 `MultiHeadAttention` reads and writes it through these backend helpers, which
 are not exported under `keras.*`; `compute_output_spec` traces a function
-symbolically, as `keras.layers.Layer` does for layers without their own spec. We pin `keras<4`, so importing them from
-`keras.src` is safe, and keeping the import in one place makes a future move
-a one-line change.
+symbolically, as `keras.layers.Layer` does for layers without their own
+spec. We pin `keras<4`, so importing them from `keras.src` is safe, and
+keeping the import in one place makes a future move a one-line change.
 """
 
 from keras.src.backend import compute_output_spec  # noqa: F401

@@ -9,13 +9,12 @@ from keras import ops
 from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
+from keras_structattn.ops.areas import area_coordinates
+from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.attend_areas import IMPLEMENTATIONS
 from keras_structattn.ops.attend_areas import VALUE_MODES
 from keras_structattn.ops.attend_areas import area_attention
 from keras_structattn.ops.attend_areas import attend_to_areas
-from keras_structattn.ops.areas import area_coordinates
-from keras_structattn.ops.areas import area_features
-from keras_structattn.ops.areas import num_areas
 
 # Parameter-free key modes (handled by `area_attention`) and the learned ones
 # of Eq. 9, whose MLP and shape embeddings are shared by all heads.

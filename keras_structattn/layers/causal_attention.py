@@ -12,8 +12,8 @@ library). The adjustment is approximated by two attentions with one query:
   the training features (K-means, the paper) or uniform(0, 0.01) (the only
   released code), trained by backprop either way.
 
-Their outputs (Z^, X^) go on together, concatenated (Eq. 8; a Linear 2d -> d
-belongs once at the top of a stack, as in the released code). With shared
+Their outputs (Z^, X^) go on together, concatenated (Section 3.2; a Linear
+2d -> d belongs once at the top of a stack, as in the released code). With shared
 weights (the paper's choice) both attentions use the same Q-K-V-O
 projections, so that Z^ and X^ stay in one representation space and the only
 new parameters are the dictionary's. See docs/causal_attention.md.
@@ -40,8 +40,28 @@ FUSIONS = ("concat", "concat_dense", "none")
 
 
 def uniform_dictionary_initializer():
-    """uniform(0, 0.01): the dictionary initialisation of the released code."""
+    """uniform(0, 0.01): the dictionary initialisation of the released code
+    (the paper's "w/o Init" ablation; the paper fits K-means centres)."""
     return keras.initializers.RandomUniform(minval=0.0, maxval=0.01)
+
+
+def resolve_dictionary_initializer(initializer=None):
+    """`initializer` as a Keras initializer; None gives uniform(0, 0.01)."""
+    if initializer is None:
+        return uniform_dictionary_initializer()
+    return keras.initializers.get(initializer)
+
+
+def own_dictionary(size, dim, initializer, dtype):
+    """A layer's own `GlobalDictionary` (named `global_dictionary`), with a
+    fresh copy of `initializer` so that no two dictionaries share draws."""
+    return GlobalDictionary(
+        size,
+        dim=dim,
+        initializer=initializer.__class__.from_config(initializer.get_config()),
+        name="global_dictionary",
+        dtype=dtype,
+    )
 
 
 # ------------------------------------------------------------- dictionary
@@ -164,20 +184,7 @@ class GlobalDictionary(keras.layers.Layer):
         self.build((centers.shape[1],))
         self.dictionary.assign(centers)
 
-    def adapt(
-        self,
-        data,
-        batch_size=None,
-        steps=None,
-        *,
-        epochs=3,
-        init_size=None,
-        seed=None,
-        shuffle=True,
-        ignore_zero_rows=True,
-        compute_inertia=True,
-        verbose=0,
-    ):
+    def adapt(self, data, batch_size=None, steps=None, **kmeans_options):
         """Sets the dictionary to K-means centres of `data` (the paper's init).
 
         Mini-batch K-means with greedy k-means++ seeding on the host
@@ -191,28 +198,14 @@ class GlobalDictionary(keras.layers.Layer):
             batch_size: rows per mini-batch for arrays (default 1024); None
                 for datasets and lists, which come batched.
             steps: batches per pass (default: all).
-            epochs: passes of mini-batch updates.
-            init_size: rows sampled for the seeding (default
-                `max(3072, 10 * size)`).
-            seed: int; the same seed gives the same centres.
-            shuffle: shuffle an array's rows each epoch.
-            ignore_zero_rows: skip all-zero rows (padding).
-            compute_inertia: one more pass for the exact inertia, stored in
-                `self.inertia` (else None).
-            verbose: 1 prints the inertia per epoch.
+            **kmeans_options: keyword arguments of `minibatch_kmeans`:
+                `epochs` (3), `init_size`, `seed` (the same seed gives the
+                same centres), `shuffle`, `ignore_zero_rows` (skip all-zero
+                padding rows), `compute_inertia` (the exact inertia, stored
+                in `self.inertia`), `verbose`.
         """
         result = kmeans.minibatch_kmeans(
-            data,
-            self.size,
-            batch_size=batch_size,
-            steps=steps,
-            epochs=epochs,
-            init_size=init_size,
-            seed=seed,
-            shuffle=shuffle,
-            ignore_zero_rows=ignore_zero_rows,
-            compute_inertia=compute_inertia,
-            verbose=verbose,
+            data, self.size, batch_size=batch_size, steps=steps, **kmeans_options
         )
         self.set_centers(result.centers)
         self.inertia = result.inertia
@@ -245,9 +238,10 @@ class CausalAttention(StructuredMultiHeadAttention):
     a global dictionary `D`, used as both key and value, with no mask:
 
         Z^ = MHA(q, X, X, mask),  X^ = MHA_cs(q, D, D)
-        output = [Z^; X^]                          (fusion="concat", Eq. 8)
+        output = [Z^; X^]                          (fusion="concat")
 
-    The paper concatenates the two (and feeds the predictor with them);
+    The paper concatenates the two (Section 3.2, after Eq. 7) and feeds
+    the predictor with them;
     the released code adds a Linear 2d -> d once, at the top of its stack,
     which is where a Linear belongs (`fusion="concat_dense"` puts one in
     this layer; docs/causal_attention.md).
@@ -355,9 +349,7 @@ class CausalAttention(StructuredMultiHeadAttention):
         self._dictionary_size = dictionary_size
         self._share_weights = share_weights
         self._fusion = fusion
-        if dictionary_initializer is None:
-            dictionary_initializer = uniform_dictionary_initializer()
-        self._dictionary_initializer = keras.initializers.get(dictionary_initializer)
+        self._dictionary_initializer = resolve_dictionary_initializer(dictionary_initializer)
         self._global_dictionary = None
         self._cs_attention = None
         self._fusion_dense = None
@@ -409,14 +401,8 @@ class CausalAttention(StructuredMultiHeadAttention):
             self._check_dictionary_shape(dictionary_shape, dim)
         super().build(query_shape, value_shape, key_shape)
         if self._dictionary_size is not None:
-            self._global_dictionary = GlobalDictionary(
-                self._dictionary_size,
-                dim=dim,
-                initializer=self._dictionary_initializer.__class__.from_config(
-                    self._dictionary_initializer.get_config()
-                ),
-                name="global_dictionary",
-                dtype=self.dtype_policy,
+            self._global_dictionary = own_dictionary(
+                self._dictionary_size, dim, self._dictionary_initializer, self.dtype_policy
             )
         if not self._share_weights:
             config = keras.layers.MultiHeadAttention.get_config(self)
@@ -735,9 +721,7 @@ class CausalTopDownAttention(keras.layers.Layer):
         self.dictionary_size = dictionary_size
         self.share_weights = share_weights
         self.fusion = fusion
-        if dictionary_initializer is None:
-            dictionary_initializer = uniform_dictionary_initializer()
-        self.dictionary_initializer = keras.initializers.get(dictionary_initializer)
+        self.dictionary_initializer = resolve_dictionary_initializer(dictionary_initializer)
         self.supports_masking = True
         self.attention = TopDownAttention(
             attention_dim, name="attention", dtype=self.dtype_policy, **scorer_kwargs
@@ -762,14 +746,8 @@ class CausalTopDownAttention(keras.layers.Layer):
         if self.cs_attention is not None:
             self.cs_attention.build(query_shape, (None, dim))
         if self.dictionary_size is not None:
-            self.global_dictionary = GlobalDictionary(
-                self.dictionary_size,
-                dim=dim,
-                initializer=self.dictionary_initializer.__class__.from_config(
-                    self.dictionary_initializer.get_config()
-                ),
-                name="global_dictionary",
-                dtype=self.dtype_policy,
+            self.global_dictionary = own_dictionary(
+                self.dictionary_size, dim, self.dictionary_initializer, self.dtype_policy
             )
 
     def _check_dictionary_shape(self, shape, dim):

@@ -41,9 +41,11 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
         head_relations: the spatial labels (0..12) each head may use, a list
             of `num_heads` lists. Default: the SA-M4C assignment for 12 heads
             (`relation_tables.context_head_relations(context_size)`).
-        context_size: odd int; with the default table, the number of
-            neighbouring directions a direction head also accepts (3 in the
-            paper). Ignored when `head_relations` is given.
+        context_size: odd int; with the default table, the width of the
+            window of directions a direction head accepts, centred on its
+            own (3, the released code's default: its direction and one on
+            each side). The paper's `c` counts a different window; see
+            docs/graph_attention.md. Ignored when `head_relations` is given.
         graph_masking: if False, heads are not restricted by spatial labels
             (`BLOCKED` still blocks): with `relation_bias=True` this is the
             ReGAT-style baseline, a learned relation bias without masking.

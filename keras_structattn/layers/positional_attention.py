@@ -13,13 +13,14 @@ the softmax. Positions enter only the logits, never the values:
           = E(R(box_i, box_j)) W_G (+ b_G)            boxes (Eqs. 13-14)
     A     = softmax(fuse(A_sem, A_pos))
 
-with three fusions:
+with three fusions (`fusion`):
 
-| `fusion` | logits | source |
-| --- | --- | --- |
-| `"scaled_sum"` | `(A_sem + A_pos) / sqrt(2)` | the paper's Eq. 8 (default) |
-| `"relation_network"` | `A_sem + log(max(A_pos, 1e-6))` | Relation Networks, the paper's PA* ablation: `softmax(w exp(A_sem))`, `w = max(A_pos, 1e-6)` |
-| `"add"` | `A_sem + relu(A_pos)` | the released code's object self-attention (one `w_G` for all heads: `share_geometry_weights=True`) |
+* `"scaled_sum"` (default): `(A_sem + A_pos) / sqrt(2)`, the paper's Eq. 8.
+* `"relation_network"`: `A_sem + log(max(A_pos, 1e-6))`, Relation Networks
+  and the paper's PA* ablation: `softmax(w exp(A_sem))`,
+  `w = max(A_pos, 1e-6)`.
+* `"add"`: `A_sem + relu(A_pos)`, the released code's object
+  self-attention (one `w_G` for all heads: `share_geometry_weights=True`).
 
 (`relation_network` clips at 1e-6 rather than applying a ReLU first: the
 same numbers, since `log(max(relu(x), 1e-6)) = log(max(x, 1e-6))`.)
