@@ -1,0 +1,143 @@
+"""The layers in their plain configuration, paired with Keras MHA.
+
+Helpers of `test_keras_mha_parity.py`: one factory per layer of the library
+with its structure switched off, inputs of the tested shapes, and a pairing
+that builds a layer and a `keras.layers.MultiHeadAttention` with the same
+constructor arguments and gives both the same weights.
+"""
+
+import importlib
+
+import keras
+import numpy as np
+from keras import ops
+
+BATCH, QUERY_LENGTH, MEMORY_LENGTH, DIM, KEY_WIDTH = 2, 5, 4, 8, 6
+NUM_HEADS, KEY_DIM = 2, 4
+
+# The layers, by a short id. Their factories import them lazily, so that a
+# layer missing while the library is rewritten fails its own cases only.
+KINDS = ("structured", "area", "graph", "gated", "positional", "causal")
+# Gated attention is self-attention: the keys must be as many as the queries.
+SELF_ONLY = frozenset({"gated"})
+# Layers that build weights Keras MHA has not (unused in the plain
+# configuration): the positional projections.
+EXTRA_WEIGHTS = frozenset({"positional"})
+# Keyword-only call inputs each layer must accept besides Keras MHA's.
+EXTRA_INPUTS = {
+    "structured": ("cache", "cache_update_index"),
+    "area": ("cache", "cache_update_index"),
+    "graph": ("relations", "cache", "cache_update_index"),
+    "gated": ("return_gates", "cache", "cache_update_index"),
+    "positional": (
+        "query_positions",
+        "key_positions",
+        "query_boxes",
+        "key_boxes",
+        "return_raw_scores",
+        "cache",
+        "cache_update_index",
+    ),
+    "causal": ("dictionary", "dictionary_mask"),
+}
+
+
+def layer_class(kind):
+    names = {
+        "structured": "StructuredMultiHeadAttention",
+        "area": "MultiHeadAreaAttention",
+        "graph": "GraphMultiHeadAttention",
+        "gated": "GatedMultiHeadAttention",
+        "positional": "PositionalMultiHeadAttention",
+        "causal": "CausalAttention",
+    }
+    return getattr(importlib.import_module("keras_structattn.layers"), names[kind])
+
+
+def make_layer(kind, **mha_kwargs):
+    """The layer `kind` in its plain configuration, with MHA's arguments."""
+    cls = layer_class(kind)
+    if kind == "graph":
+        # Any labels: the layer is called without `relations`.
+        heads = mha_kwargs.get("num_heads", 0)
+        heads = heads if isinstance(heads, int) and heads > 0 else 0
+        return cls(head_relations=[[h % 13, (h + 5) % 13] for h in range(heads)], **mha_kwargs)
+    if kind == "gated":
+        return cls(qk_gate=False, **mha_kwargs)
+    if kind == "causal":
+        return cls(dictionary_size=None, **mha_kwargs)
+    return cls(**mha_kwargs)
+
+
+def lengths(kind):
+    """`(T, S)`: query and memory lengths for `kind`."""
+    return (QUERY_LENGTH, QUERY_LENGTH) if kind in SELF_ONLY else (QUERY_LENGTH, MEMORY_LENGTH)
+
+
+def random_inputs(kind, seed=0, key_width=None):
+    """`(query [B, T, DIM], value [B, S, DIM], key [B, S, key_width] or None)`."""
+    rng = np.random.default_rng(seed)
+    t, s = lengths(kind)
+    query = rng.normal(size=(BATCH, t, DIM)).astype("float32")
+    value = rng.normal(size=(BATCH, s, DIM)).astype("float32")
+    key = None if key_width is None else rng.normal(size=(BATCH, s, key_width)).astype("float32")
+    return query, value, key
+
+
+def weight_suffix(variable):
+    """`"query/kernel"`: sublayer and variable, whatever the layer's name."""
+    return "/".join(variable.path.split("/")[-2:])
+
+
+def copy_keras_weights(reference, layer, kind):
+    """Gives `layer` the weights of the Keras MHA `reference`.
+
+    The lists must line up by shape (same order, same shapes), except for
+    layers with weights Keras MHA has not, where every Keras weight must have
+    a namesake of the same shape.
+    """
+    if kind not in EXTRA_WEIGHTS:
+        ours = [(weight_suffix(w), tuple(w.shape)) for w in layer.weights]
+        theirs = [(weight_suffix(w), tuple(w.shape)) for w in reference.weights]
+        assert ours == theirs, f"weights do not line up: {ours} != {theirs}"
+        layer.set_weights(reference.get_weights())
+        return
+    by_name = {weight_suffix(w): w for w in layer.weights}
+    for weight in reference.weights:
+        name = weight_suffix(weight)
+        assert name in by_name, f"{name} missing from {sorted(by_name)}"
+        assert tuple(by_name[name].shape) == tuple(weight.shape), name
+        by_name[name].assign(weight.value)
+
+
+def randomize(layer, seed, scale=0.5):
+    """Random weights (non-zero biases, so that the output bias shows)."""
+    rng = np.random.default_rng(seed)
+    layer.set_weights(
+        [rng.normal(scale=scale, size=w.shape).astype("float32") for w in layer.get_weights()]
+    )
+
+
+def paired(kind, query, value, key=None, weight_seed=1, **mha_kwargs):
+    """`(layer, keras_mha)` built on these inputs, with the same weights."""
+    layer = make_layer(kind, **mha_kwargs)
+    reference = keras.layers.MultiHeadAttention(**mha_kwargs)
+    # With scores: Keras MHA's fused path fails on JAX when value_dim != key_dim.
+    reference(query, value, key, return_attention_scores=True)
+    layer(query, value, key)
+    randomize(reference, weight_seed)
+    copy_keras_weights(reference, layer, kind)
+    return layer, reference
+
+
+def output_bias(layer):
+    """The output projection's bias (zeros without biases), NumPy."""
+    dense = layer.output_dense
+    if dense.bias is None:
+        # The kernel is [num_heads, value_dim, *output_shape].
+        return np.zeros(tuple(dense.kernel.shape[2:]))
+    return to_np(dense.bias)
+
+
+def to_np(x):
+    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
