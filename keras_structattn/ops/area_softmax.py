@@ -37,8 +37,11 @@ attendable item gets all-zero weights.
 
 from keras import ops
 
-# Masked item logits; see the module docstring.
-MASKED_ITEM_LOGIT = -1e30
+from keras_structattn.ops.masked_softmax import MASKED_LOGIT
+
+# Masked item logits: the library's one masked-logit constant (-1e30); see
+# the module docstring.
+MASKED_ITEM_LOGIT = MASKED_LOGIT
 # A row whose largest logit is below this has no attendable item.
 _EMPTY_ROW = -1e29
 

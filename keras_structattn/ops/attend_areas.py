@@ -28,7 +28,6 @@ from keras import ops
 from keras import random
 
 from keras_structattn.ops import _checks
-from keras_structattn.ops.area_softmax import MASKED_ITEM_LOGIT
 from keras_structattn.ops.area_softmax import area_item_weights
 from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.areas import area_fold
@@ -38,13 +37,12 @@ from keras_structattn.ops.areas import area_slots
 from keras_structattn.ops.areas import areas_to_slots
 from keras_structattn.ops.areas import fold_area_slots
 from keras_structattn.ops.areas import slots_to_areas
+from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 
 KEY_MODES = ("mean", "max", "sample")
 VALUE_MODES = ("sum", "mean", "max")
 IMPLEMENTATIONS = ("fast", "direct")
 
-# Masked logits are replaced by this before the max and the exp; float32 only.
-_MASKED_LOGIT = -1e9
 
 
 def _check_common(
@@ -203,14 +201,14 @@ def _attend(
     allowed = _allowed_slots(mask, layout)
     if stabiliser is None:
         stabiliser = ops.max(
-            ops.where(allowed, logits, _MASKED_LOGIT), axis=-1, keepdims=True
+            ops.where(allowed, logits, MASKED_LOGIT), axis=-1, keepdims=True
         )
     stabiliser = ops.stop_gradient(stabiliser)
     # Masked slots get exp(-1e9) = 0 exactly, whatever the stabiliser (a row
     # with nothing allowed has a stabiliser near -1e9 / temperature); allowed
     # ones are <= 0 before the exp. No inf arises, so no NaN gradient either.
     numerators = ops.exp(
-        ops.where(allowed, logits - stabiliser, _MASKED_LOGIT)
+        ops.where(allowed, logits - stabiliser, MASKED_LOGIT)
     )
     totals = _nonzero(ops.sum(numerators, axis=-1, keepdims=True))
 
@@ -280,7 +278,7 @@ def _slot_logits(query, area_key, layout, temperature):
     )
     if temperature != 1.0:
         logits = logits / temperature
-    return areas_to_slots(logits, layout, fill=_MASKED_LOGIT)
+    return areas_to_slots(logits, layout, fill=MASKED_LOGIT)
 
 
 def area_keys(
@@ -440,7 +438,7 @@ def area_attention(
         # softmax stabiliser comes from the L item logits, not the slots.
         allowed = item_logits
         if mask is not None:
-            allowed = ops.where(ops.cast(mask, "bool"), item_logits, _MASKED_LOGIT)
+            allowed = ops.where(ops.cast(mask, "bool"), item_logits, MASKED_LOGIT)
         stabiliser = ops.max(allowed, axis=-1, keepdims=True) / temperature
     else:
         keys = area_keys(key, key_mode, training=training, seed=seed, **layout_args)
@@ -485,14 +483,14 @@ def _fused_mean_attention(
     if temperature != 1.0:
         logits = logits / temperature
     if mask is not None:
-        logits = ops.where(ops.cast(mask, "bool"), logits, MASKED_ITEM_LOGIT)
+        logits = ops.where(ops.cast(mask, "bool"), logits, MASKED_LOGIT)
     shape = ops.shape(logits)
     if layout is None:
         padding = max_area_width - 1
         grid = ops.expand_dims(logits, -2)  # [B, N, Lq, 1, L]
         if padding:
             widths = [[0, 0]] * 4 + [[0, padding]]
-            grid = ops.pad(grid, widths, constant_values=MASKED_ITEM_LOGIT)
+            grid = ops.pad(grid, widths, constant_values=MASKED_LOGIT)
         # Shape bookkeeping only: a template whose widths all fit.
         layout = area_layout(max_area_width, 1, max_area_width, 1)
     else:
