@@ -368,6 +368,14 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             query_mask = ops.reshape(query_mask, grid)
         return output, query_mask
 
+    def _items_are_areas(self):
+        """Whether every area is one item with its own key and value."""
+        return (
+            self._max_area_width == 1
+            and self._max_area_height == 1
+            and self._area_key_mode in PLAIN_KEY_MODES
+        )
+
     def _area_layout(self):
         return dict(
             memory_height=self._grid_height,
@@ -383,6 +391,15 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         Returns `(output [B, T, N, dv], weights [B, N, T, num_areas] float32
         or None)`.
         """
+        if self._items_are_areas():
+            # 1x1 areas with a parameter-free key are the items themselves:
+            # the base attention (which also takes memories of unknown
+            # length), with the area temperature and top-k on the logits.
+            structure = structure._replace(
+                scale=structure.scale / self._area_temperature,
+                top_k=self._top_k_areas or None,
+            )
+            return super()._attend(query, key, value, structure, training, need_weights, state)
         # [B, T, N, d] -> [B, N, T, d], queries scaled as in MHA.
         query = ops.transpose(query, (0, 2, 1, 3))
         query = ops.multiply(

@@ -286,8 +286,10 @@ class CausalAttention(StructuredMultiHeadAttention):
             (`value_dim`, `dropout` (on both branches' weights), `use_bias`,
             `output_shape` (an int), initializers, regularizers, constraints
             (`use_bias` and these also apply to the fusion dense), `seed`,
-            ...). `attention_axes` must be None, and `flash_attention` and
-            `use_gate` are not supported.
+            ...). `attention_axes` must be None and `flash_attention` False;
+            `use_gate` (Keras' output gate) needs `share_weights=True` and
+            gates both branches; a tuple `output_shape` cannot go with
+            `"concat_dense"`.
 
     Call arguments:
         query, value, key, query_mask, value_mask, key_mask, attention_mask,
@@ -325,17 +327,18 @@ class CausalAttention(StructuredMultiHeadAttention):
         dictionary_initializer=None,
         **kwargs,
     ):
-        if kwargs.get("use_gate"):
+        if kwargs.get("use_gate") and not share_weights:
             raise ValueError(
-                "Argument `use_gate` must be False: CausalAttention has no gate."
+                "Argument `use_gate=True` needs share_weights=True (one output gate, "
+                "computed from the query, serves both branches)."
             )
         output_shape = kwargs.get("output_shape")
-        if output_shape is not None and not isinstance(output_shape, int) and (
-            not isinstance(output_shape, (tuple, list)) or len(output_shape) != 1
-        ):
+        if fusion == "concat_dense" and output_shape is not None and not isinstance(
+            output_shape, int
+        ) and (not isinstance(output_shape, (tuple, list)) or len(output_shape) != 1):
             raise ValueError(
-                "Argument `output_shape` must be None or an int (the output "
-                f"width). Received: output_shape={output_shape!r}"
+                "Argument `output_shape` must be None or an int (the output width) "
+                f"with fusion='concat_dense'. Received: output_shape={output_shape!r}"
             )
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         if dictionary_size is not None:
@@ -390,13 +393,9 @@ class CausalAttention(StructuredMultiHeadAttention):
                 "CausalAttention takes [B, T, dim] query, value and key. Received: "
                 f"key_shape={tuple(key_shape)}"
             )
-        if key_shape[-1] != value_shape[-1]:
-            raise ValueError(
-                "The dictionary serves as both key and value of CS-ATT, so `key` and "
-                "`value` must have the same width. Received: "
-                f"key_shape={tuple(key_shape)}, value_shape={tuple(value_shape)}"
-            )
         dim = value_shape[-1]
+        if self._dictionary_size is not None or dictionary_shape is not None:
+            self._check_same_width(key_shape, value_shape)
         if dictionary_shape is not None:
             self._check_dictionary_shape(dictionary_shape, dim)
         super().build(query_shape, value_shape, key_shape)
@@ -427,6 +426,15 @@ class CausalAttention(StructuredMultiHeadAttention):
                 f"of `value` ({dim}). Received: dictionary.shape={tuple(shape)}"
             )
 
+    @staticmethod
+    def _check_same_width(key_shape, value_shape):
+        if key_shape[-1] != value_shape[-1]:
+            raise ValueError(
+                "The dictionary serves as both key and value of CS-ATT, so `key` and "
+                "`value` must have the same width. Received: "
+                f"key_shape={tuple(key_shape)}, value_shape={tuple(value_shape)}"
+            )
+
     def _check_inputs(self, query, value, key, state):
         dictionary = state["dictionary"]
         if dictionary is None:
@@ -434,9 +442,9 @@ class CausalAttention(StructuredMultiHeadAttention):
                 dictionary = ops.cast(self._global_dictionary.dictionary, self.compute_dtype)
         else:
             set_keras_mask(dictionary, None)
-            memory = value if value is not None else key
-            if memory is not None:
-                self._check_dictionary_shape(dictionary.shape, memory.shape[-1])
+            if value is not None:
+                self._check_same_width(key.shape, value.shape)
+                self._check_dictionary_shape(dictionary.shape, value.shape[-1])
         if dictionary is None and state["dictionary_mask"] is not None:
             raise ValueError(
                 "Argument `dictionary_mask` was given but there is no dictionary: the layer "
@@ -478,6 +486,9 @@ class CausalAttention(StructuredMultiHeadAttention):
         if not isinstance(context, tuple):
             return super()._output(context, output_gate, state)
         is_context, cs_context = context
+        if output_gate is not None:  # one gate for both branches (shared weights)
+            is_context = ops.multiply(is_context, output_gate)
+            cs_context = ops.multiply(cs_context, output_gate)
         cs = self if self._share_weights else self._cs_attention
         is_output = self._output_dense(is_context)
         cs_output = cs.output_dense(cs_context)

@@ -524,8 +524,8 @@ def test_dropout_is_seeded_and_only_in_training():
         (dict(share_weights="yes"), "share_weights"),
         (dict(attention_axes=(1, 2)), "attention_axes"),
         (dict(flash_attention=True), "flash_attention"),
-        (dict(use_gate=True), "use_gate"),
-        (dict(output_shape=(2, 3)), "output_shape"),
+        (dict(use_gate=True, share_weights=False), "use_gate"),
+        (dict(output_shape=(2, 3), fusion="concat_dense"), "output_shape"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):
