@@ -1,15 +1,13 @@
-"""The padded, label-smoothed loss, the token accuracy and the t2t schedule,
-against explicit loops."""
+"""The padded, label-smoothed loss and the token accuracy, against explicit
+loops."""
 
 import math
 
 import numpy as np
 import pytest
-from keras import ops
 
 from keras_structattn.losses import PaddedAccuracy
 from keras_structattn.losses import PaddedCrossEntropy
-from keras_structattn.schedules import WarmupRsqrtDecay
 
 
 def loss_reference(targets, logits, smoothing, pad_id=0):
@@ -61,17 +59,6 @@ def test_padded_accuracy_ignores_padding():
     logits[0, 2, 0] = 1.0  # a "correct" padding position must not count
     metric.update_state(targets, logits)
     assert float(metric.result()) == pytest.approx(2 / 3)
-
-
-def test_schedule_matches_formula():
-    schedule = WarmupRsqrtDecay(constant=2.0, warmup_steps=100, hidden_size=64)
-    for iteration in (0, 1, 49, 99, 100, 500, 10_000):
-        step = iteration + 1
-        expected = 2.0 * min(1.0, step / 100) / math.sqrt(max(step, 100)) / 8.0
-        got = float(ops.convert_to_numpy(schedule(iteration)))
-        assert got == pytest.approx(expected, rel=1e-6)
-    with pytest.raises(ValueError, match="warmup_steps"):
-        WarmupRsqrtDecay(2.0, 0, 64)
 
 
 def test_bad_smoothing_raises():
