@@ -19,7 +19,8 @@ all references of each English source.
 Everything lives in `--output_dir`: the resolved hparams (`hparams.json`,
 reloaded by the other subcommands), the vocabulary, weights checkpoints
 (with the optimizer state, written atomically: a `train` killed at any
-moment resumes from its last checkpoint when run again) and TensorBoard logs (`tensorboard --logdir DIR/logs`).
+moment resumes from its last checkpoint when run again) and TensorBoard logs
+(`tensorboard --logdir DIR/logs`).
 """
 
 import argparse
@@ -28,27 +29,30 @@ import json
 import os
 import sys
 import time
+import typing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
 from keras_structattn import hparams as hparams_lib  # noqa: E402
 from keras_structattn.callbacks import EpochCheckpoints  # noqa: E402
-from keras_structattn.callbacks import list_checkpoints  # noqa: E402
 from keras_structattn.callbacks import restore_latest  # noqa: E402
 from keras_structattn.data import batching  # noqa: E402
 from keras_structattn.data import parallel_text  # noqa: E402
 from keras_structattn.data import recorded as recorded_lib  # noqa: E402
 from keras_structattn.data import tatoeba  # noqa: E402
 from keras_structattn.data import vocab as vocab_lib  # noqa: E402
-from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
 from keras_structattn.losses import PaddedAccuracy  # noqa: E402
 from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
 from keras_structattn.metrics import corpus_bleu  # noqa: E402
 from keras_structattn.metrics import corpus_chrf  # noqa: E402
+from keras_structattn.metrics.text import group_references  # noqa: E402
 from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
+from keras_structattn.translation import string_translator  # noqa: E402
+from keras_structattn.translation import translate_sentences  # noqa: E402
 from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 
@@ -59,9 +63,9 @@ MODELS = {"transformer": Transformer, "lstm": LSTMSeq2Seq}
 # Applied to the default set only: the t2t defaults are for WMT-sized runs
 # (8000 warm-up steps, batches of 4096 tokens, sentences up to 256 tokens).
 DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=400,batch_size=2048,max_length=48"
-EOS_ID = 1
 
 COMMANDS = ("train", "evaluate", "decode", "average", "export", "record")
+SPLITS = ("train", "dev", "test")
 
 
 # ------------------------------------------------------------------- flags
@@ -135,7 +139,7 @@ def check_args(args):
         raise ValueError("--train_steps and --steps_per_checkpoint must be >= 1")
     if args.beam_size < 1:
         raise ValueError(f"--beam_size must be >= 1, got {args.beam_size}")
-    for split in ("train", "dev", "test"):
+    for split in SPLITS:
         tsv = getattr(args, f"{split}_tsv")
         source = getattr(args, f"{split}_source")
         target = getattr(args, f"{split}_target")
@@ -156,12 +160,11 @@ def load_pairs(args, split):
         pairs = parallel_text.read_tsv_pairs(tsv)
     elif source:
         pairs = parallel_text.read_parallel_files(source, getattr(args, f"{split}_target"))
-    elif any(getattr(args, f"{s}_{k}") for s in ("train", "dev", "test") for k in ("tsv", "source")):
+    elif any(getattr(args, f"{s}_{k}") for s in SPLITS for k in ("tsv", "source")):
         return None  # the user gave other splits: no silent Tatoeba mix-in
     else:
-        pairs = tatoeba.load_tatoeba_en_de(split)
-    pairs = [(parallel_text.clean_text(s), parallel_text.clean_text(t)) for s, t in pairs]
-    pairs, report = parallel_text.filter_pairs(pairs)
+        pairs = tatoeba.load_tatoeba_en_de(split, clean=False)  # cleaned below, as files are
+    pairs, report = parallel_text.filter_pairs(pairs, clean=True)
     print(f"[data] {split}: {report}")
     return pairs
 
@@ -234,7 +237,7 @@ def checkpoint_dir(args):
 
 
 def checkpoints(args):
-    return [path for _, path in list_checkpoints(checkpoint_dir(args))]
+    return checkpoints_lib.checkpoint_paths(checkpoint_dir(args))
 
 
 def default_weights(args):
@@ -243,10 +246,7 @@ def default_weights(args):
     averaged = os.path.join(args.output_dir, "averaged.weights.h5")
     if os.path.exists(averaged):
         return averaged
-    found = checkpoints(args)
-    if not found:
-        raise FileNotFoundError(f"No checkpoints in {checkpoint_dir(args)}")
-    return found[-1]
+    return checkpoints_lib.latest_checkpoint(checkpoint_dir(args))
 
 
 def load_trained(args):
@@ -262,14 +262,24 @@ def load_trained(args):
 # ------------------------------------------------------------------ train
 
 
+class TrainingData(typing.NamedTuple):
+    """What `training_data` gives `train` and `record`."""
+
+    hparams: object
+    vocab: object
+    dataset: object  # tf.data training batches, repeated
+    validation: object  # tf.data dev batches, or None without dev data
+    validation_steps: object  # batches in one pass over `validation`, or None
+    train_tokens: object  # batching.TokenizedPairs the batches are made of
+    dev_tokens: object  # the same for `validation`, or None
+
+
 def training_data(args):
     """The hparams, the vocabulary (trained on first use) and the `tf.data`
-    training and dev batches of a run.
-
-    Returns:
-        `(hparams, vocab, dataset, validation, validation_steps, train_pairs,
-        dev_pairs)`; `validation` is None without dev data.
-    """
+    training and dev batches of a run: each corpus is read and cleaned once
+    (`load_pairs`) and tokenised once (`batching.tokenize_pairs`); the
+    pipeline, its report of pairs dropped for length and `record` all read
+    those ids."""
     hparams = resolve_hparams(args, for_training=True)
     train_pairs = load_pairs(args, "train")
     if train_pairs is None:
@@ -283,20 +293,23 @@ def training_data(args):
         max_length=hparams.max_length,
         length_bucket_step=args.length_bucket_step,
     )
-    dataset, report = batching.make_translation_dataset(
-        train_pairs, vocab, vocab, shuffle=True, seed=args.seed, repeat=True, **options
+    train_tokens = batching.tokenize_pairs(train_pairs, vocab, vocab)
+    dataset, report = batching.make_tokenized_dataset(
+        train_tokens, shuffle=True, seed=args.seed, repeat=True, **options
     )
     print(f"[data] train batches: {report}")
     dev_pairs = load_pairs(args, "dev")
-    validation, validation_steps = None, None
+    dev_tokens, validation, validation_steps = None, None, None
     if dev_pairs:
-        validation, dev_report = batching.make_translation_dataset(
-            dev_pairs, vocab, vocab, shuffle=False, repeat=False, **options
+        dev_tokens = batching.tokenize_pairs(dev_pairs, vocab, vocab)
+        validation, dev_report = batching.make_tokenized_dataset(
+            dev_tokens, shuffle=False, repeat=False, **options
         )
         # Counted once, so that Keras knows where an evaluation pass ends.
         validation_steps = sum(1 for _ in validation)
         print(f"[data] dev batches: {dev_report}; {validation_steps} batches")
-    return hparams, vocab, dataset, validation, validation_steps, train_pairs, dev_pairs
+    return TrainingData(hparams, vocab, dataset, validation, validation_steps, train_tokens,
+                        dev_tokens)
 
 
 def recording_paths(args):
@@ -308,27 +321,17 @@ def record(args):
     """Writes the batches `train` would read (its first `--train_steps`
     training batches and all dev batches) to DIR/recorded/, so that
     `train --recorded` replays them on a machine without TensorFlow."""
-    hparams, vocab, dataset, validation, _, train_pairs, dev_pairs = training_data(args)
-    os.makedirs(os.path.dirname(recording_paths(args)[0]), exist_ok=True)
-
-    def tokenised(pairs):
-        # With the pipeline's own (in-graph) tokenizer: TF-text's SentencePiece
-        # breaks rare ties differently from the Python one ("10,000" in 3 of
-        # Multi30k's 58,000 sentences), and the recording must match the
-        # batches exactly.
-        sides = [vocab.tf_encode(np.array([pair[k] for pair in pairs], dtype=object)).to_list()
-                 for k in (0, 1)]
-        return [(s + [EOS_ID], t + [EOS_ID]) for s, t in zip(*sides)]
-
+    data = training_data(args)
     train_path, dev_path = recording_paths(args)
+    os.makedirs(os.path.dirname(train_path), exist_ok=True)
     start = time.time()
     count = recorded_lib.save_recording(
-        train_path, tokenised(train_pairs), dataset.take(args.train_steps).as_numpy_iterator()
+        train_path, data.train_tokens, data.dataset.take(args.train_steps).as_numpy_iterator()
     )
     print(f"[record] {count} training batches -> {train_path} ({time.time() - start:.0f} s)")
-    if validation is not None:
+    if data.validation is not None:
         count = recorded_lib.save_recording(
-            dev_path, tokenised(dev_pairs), validation.as_numpy_iterator()
+            dev_path, data.dev_tokens, data.validation.as_numpy_iterator()
         )
         print(f"[record] {count} dev batches -> {dev_path}")
     return train_path
@@ -369,7 +372,9 @@ def train(args):
         hparams, vocab, batches, validation = recorded_data(args)
         validation_steps = None if validation is None else len(validation)
     else:
-        hparams, vocab, dataset, validation, validation_steps, _, _ = training_data(args)
+        data = training_data(args)
+        hparams, vocab, dataset = data.hparams, data.vocab, data.dataset
+        validation, validation_steps = data.validation, data.validation_steps
 
     model = build_model(hparams, vocab, seed=args.seed)
     schedule = WarmupRsqrtDecay(
@@ -437,61 +442,45 @@ def train(args):
     with open(os.path.join(args.output_dir, "train_summary.json"), "w") as f:
         json.dump({"steps": steps, "history": history.history}, f, indent=2)
     if not args.no_eval:
-        args.weights = checkpoints(args)[-1]
-        evaluate(args)
+        # The model in memory holds the weights of the checkpoint just
+        # written (or restored): evaluate it as it is.
+        print(f"[model] the trained model in memory "
+              f"(= {os.path.basename(checkpoints(args)[-1])})")
+        evaluate(args, trained=(model, vocab, hparams))
     return model
 
 
 # --------------------------------------------------------------- decoding
 
 
-def _bucket(length, multiple=8):
-    return -(-length // multiple) * multiple
+def translate(args, trained, sentences):
+    """`translate_sentences` with the decoding flags; reports truncated sources."""
+    model, vocab, hparams = trained
+    result = translate_sentences(
+        model, vocab, sentences,
+        max_length=hparams.max_length,
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        extra_length=args.extra_length,
+        batch_size=args.decode_batch_size,
+    )
+    if result.truncated:
+        # On stderr: `decode` may be writing the translations to stdout.
+        print(f"[decode] {result.truncated} of {len(sentences)} sources longer than "
+              f"{hparams.max_length - 1} tokens were truncated", file=sys.stderr)
+    return result.translations
 
 
-def translate(model, vocab, sentences, args, max_length):
-    """Translates `sentences` in length-sorted, fixed-shape batches.
-
-    Sources longer than `max_length` tokens (EOS included) are truncated,
-    and outputs stop at `max_length` tokens.
-    Each batch is padded to `--decode_batch_size` rows and to a multiple of
-    8 tokens, so XLA compiles a handful of programs.
-    """
-    encoded = [vocab.encode(s)[: max_length - 1] + [EOS_ID] for s in sentences]
-    order = sorted(range(len(sentences)), key=lambda i: len(encoded[i]))
-    out = [None] * len(sentences)
-    programs = {}
-    size = args.decode_batch_size
-    for start in range(0, len(order), size):
-        rows = order[start : start + size]
-        length = _bucket(max(len(encoded[i]) for i in rows))
-        batch = np.zeros((size, length), "int32")  # a fixed batch size too
-        for r, i in enumerate(rows):
-            batch[r, : len(encoded[i])] = encoded[i]
-        # Targets were at most max_length tokens in training.
-        decode_length = min(length + args.extra_length, max_length)
-        if decode_length not in programs:
-            programs[decode_length] = compiled_generate(
-                model,
-                max_decode_length=decode_length,
-                beam_size=args.beam_size,
-                alpha=args.alpha,
-            )
-        ids, _ = programs[decode_length](batch)
-        ids = keras.ops.convert_to_numpy(ids)
-        for r, i in enumerate(rows):
-            out[i] = vocab.decode(ids[r].tolist())
-    return out
-
-
-def evaluate(args):
-    model, vocab, hparams = load_trained(args)
+def evaluate(args, trained=None):
+    """Scores the test set; `trained` is `(model, vocab, hparams)` (default:
+    the run in `--output_dir`, loaded by `load_trained`)."""
+    trained = trained or load_trained(args)
     pairs = load_pairs(args, "test")
     if not pairs:
         raise ValueError("Give test data: --test_tsv or --test_source/--test_target")
-    sources, references = tatoeba.group_references(pairs)
+    sources, references = group_references(pairs)
     start = time.time()
-    hypotheses = translate(model, vocab, sources, args, hparams.max_length)
+    hypotheses = translate(args, trained, sources)
     seconds = time.time() - start
     bleu = corpus_bleu(hypotheses, references)
     chrf = corpus_chrf(hypotheses, references)
@@ -513,12 +502,12 @@ def evaluate(args):
 
 
 def decode(args):
-    model, vocab, hparams = load_trained(args)
+    trained = load_trained(args)
     if args.input_file:
         lines = parallel_text.read_lines(args.input_file)
     else:
         lines = [line.rstrip("\n") for line in sys.stdin]
-    outputs = translate(model, vocab, lines, args, hparams.max_length)
+    outputs = translate(args, trained, lines)
     text = "\n".join(outputs) + "\n"
     if args.output_file:
         with open(args.output_file, "w", encoding="utf-8") as f:
@@ -536,12 +525,7 @@ def average(args):
     hparams = resolve_hparams(args, for_training=False)
     vocab = load_or_train_vocab(args, None)
     model = build_model(hparams, vocab)
-    total = None
-    for path in found:
-        model.load_weights(path)
-        weights = model.get_weights()
-        total = weights if total is None else [t + w for t, w in zip(total, weights)]
-    model.set_weights([t / len(found) for t in total])
+    checkpoints_lib.average_checkpoints(model, found)
     path = os.path.join(args.output_dir, "averaged.weights.h5")
     model.save_weights(path)
     print(f"[average] {len(found)} checkpoints -> {path}: "
@@ -555,38 +539,10 @@ def export(args):
         raise ValueError("export needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
     import tensorflow as tf
 
-    from keras_structattn.decoding.seq2seq import generate
-
     model, vocab, hparams = load_trained(args)
-    if not isinstance(vocab, vocab_lib.SubwordVocab):
-        raise ValueError("export supports SentencePiece vocabularies only")
-
-    class Translator(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            # Track the in-graph tokenizer so its resource is saved too.
-            self.tokenizer = vocab._tf_tokenizer()
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def translate_ids(self, sentences):
-            """Output token ids `[N, max_length]` (EOS, then 0s)."""
-            ids = self.tokenizer.tokenize(sentences)[:, : hparams.max_length - 1]
-            eos = tf.fill([tf.shape(sentences)[0], 1], tf.constant(EOS_ID, ids.dtype))
-            ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1).to_tensor()
-            # Fixed-size decoding buffers: at most max_length target tokens.
-            out, _ = generate(
-                self.model, tf.cast(ids, tf.int32),
-                max_decode_length=hparams.max_length,
-                beam_size=args.beam_size, alpha=args.alpha,
-            )
-            return out
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def __call__(self, sentences):
-            return vocab.tf_decode(self.translate_ids(sentences))
-
-    translator = Translator()
+    translator = string_translator(
+        model, vocab, max_length=hparams.max_length, beam_size=args.beam_size, alpha=args.alpha
+    )
     path = os.path.join(args.output_dir, "export")
     tf.saved_model.save(translator, path)
     print(f"[export] SavedModel -> {path} (call it on a batch of strings)")

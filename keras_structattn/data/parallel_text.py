@@ -176,20 +176,23 @@ def _whitespace_tokens(text):
     return len(text.split())
 
 
-def filter_pairs(pairs, max_length=None, length_fn=None):
+def filter_pairs(pairs, max_length=None, length_fn=None, *, clean=False):
     """Drops empty and over-long sentence pairs, and counts them.
 
     A pair is dropped as *empty* if either side is empty after `clean_text`
     (checked first), and as *too long* if either side's `length_fn(text)`
-    exceeds `max_length`. Kept pairs are returned unchanged (apply
-    `clean_text` yourself if you want cleaned text); lengths are measured on
-    that unchanged text, i.e. on what will be tokenised.
+    exceeds `max_length`. With `clean=False` kept pairs are returned
+    unchanged; with `clean=True` they are returned cleaned, so that reading,
+    cleaning and filtering a corpus cleans each sentence once. Lengths are
+    measured on the text returned, i.e. on what will be tokenised.
 
     Args:
         pairs: iterable of `(source, target)` string pairs.
         max_length: `None` (no length limit) or a positive integer.
         length_fn: callable `str -> int`; defaults to the number of
             whitespace tokens (`len(text.split())`).
+        clean: return the kept pairs with `clean_text` applied to both
+            sides (keyword-only).
 
     Returns:
         `(kept_pairs, report)`: the list of kept pairs, in input order, and a
@@ -213,16 +216,17 @@ def filter_pairs(pairs, max_length=None, length_fn=None):
     report = FilterReport(max_length=max_length)
     for index, pair in enumerate(pairs):
         _check_pair(index, pair)
-        source, target = pair
         report.total += 1
-        if not clean_text(source) or not clean_text(target):
+        cleaned = (clean_text(pair[0]), clean_text(pair[1]))
+        source, target = cleaned if clean else pair
+        if not cleaned[0] or not cleaned[1]:
             report.empty += 1
         elif max_length is not None and (
             length_fn(source) > max_length or length_fn(target) > max_length
         ):
             report.too_long += 1
         else:
-            kept.append(pair)
+            kept.append(cleaned if clean else pair)
     report.kept = len(kept)
     return kept, report
 

@@ -7,8 +7,8 @@ replay them with NumPy alone. A recording is small because it holds the
 tokenised corpus once plus, for each batch, its padded length and the
 indices of its examples:
 
-    corpus = [(source_ids, target_ids), ...]      # EOS included
-    dataset, _ = make_translation_dataset(pairs, vocab, vocab, repeat=True, ...)
+    corpus = tokenize_pairs(pairs, vocab, vocab)  # the ids the pipeline reads
+    dataset, _ = make_tokenized_dataset(corpus, repeat=True, ...)
     save_recording("train.npz", corpus, dataset.take(steps))
     batches = load_recording("train.npz")         # no TensorFlow needed
     model.fit(batches.iterate(start=0), steps_per_epoch=..., ...)
@@ -18,6 +18,7 @@ import keras
 import numpy as np
 
 from keras_structattn.data._tensorflow import tf
+from keras_structattn.data.batching import TokenizedPairs
 from keras_structattn.data.vocab import PAD_ID
 
 
@@ -32,9 +33,10 @@ def save_recording(path, corpus, batches):
 
     Args:
         path: the `.npz` file to write.
-        corpus: the tokenised pairs the pipeline read, a list of
-            `(source_ids, target_ids)` with EOS appended (as the pipeline
-            appends it).
+        corpus: the tokenised pairs the pipeline read: the
+            `TokenizedPairs` it was made from (`tokenize_pairs`), or a list
+            of `(source_ids, target_ids)` with EOS appended (as the
+            pipeline appends it).
         batches: an iterable of the pipeline's elements,
             `((source, decoder_inputs), target)`, each `[batch, length]`.
 
@@ -44,8 +46,11 @@ def save_recording(path, corpus, batches):
     Raises:
         ValueError: a row of a batch is not a pair of `corpus`.
     """
+    if not isinstance(corpus, TokenizedPairs):
+        corpus = TokenizedPairs.from_lists(corpus)
     index = {}
-    for i, (source, target) in enumerate(corpus):
+    for i in range(len(corpus)):
+        source, target = corpus[i]
         # Identical pairs are interchangeable: any of their indices will do.
         index.setdefault((_key(source), _key(target)), i)
     lengths, rows, indices = [], [0], []
@@ -58,14 +63,12 @@ def save_recording(path, corpus, batches):
             indices.append(index[key])
         lengths.append((source.shape[1], target.shape[1]))
         rows.append(len(indices))
-    flat_source = [t for source, _ in corpus for t in source]
-    flat_target = [t for _, target in corpus for t in target]
     np.savez_compressed(
         path,
-        source_tokens=np.asarray(flat_source, np.int32),
-        source_offsets=np.cumsum([0] + [len(s) for s, _ in corpus]),
-        target_tokens=np.asarray(flat_target, np.int32),
-        target_offsets=np.cumsum([0] + [len(t) for _, t in corpus]),
+        source_tokens=corpus.source_tokens,
+        source_offsets=corpus.source_offsets,
+        target_tokens=corpus.target_tokens,
+        target_offsets=corpus.target_offsets,
         lengths=np.asarray(lengths, np.int32).reshape(-1, 2),
         rows=np.asarray(rows, np.int64),
         indices=np.asarray(indices, np.int32),

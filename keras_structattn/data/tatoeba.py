@@ -20,6 +20,11 @@ import importlib.resources
 
 from keras_structattn.data.parallel_text import clean_text
 from keras_structattn.data.parallel_text import read_tsv_pairs
+
+# Multi-reference grouping lives with the scoring that reads it
+# (`keras_structattn.metrics.text`); `keras_structattn.data` still exports it
+# from here.
+from keras_structattn.metrics.text import group_references  # noqa: F401
 from keras_structattn.ops import _checks
 
 SPLITS = ("train", "dev", "test")
@@ -88,22 +93,3 @@ def load_tatoeba_en_de(split="train", clean=True):
     if clean:
         pairs = [(clean_text(en), clean_text(de)) for en, de in pairs]
     return pairs
-
-
-def group_references(pairs):
-    """Groups pairs by source, for multi-reference scoring.
-
-    Args:
-        pairs: iterable of `(source, target)` pairs.
-
-    Returns:
-        `(sources, references)`: the distinct sources in order of first
-        occurrence, and for each a list of all its targets in input order.
-        For the Tatoeba test split: 837 sources with 1 to 7 references.
-        (For sacreBLEU, transpose `references` into reference streams padded
-        with `None` where a source has fewer references.)
-    """
-    groups = {}
-    for source, target in pairs:
-        groups.setdefault(source, []).append(target)
-    return list(groups), list(groups.values())

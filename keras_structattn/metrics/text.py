@@ -6,13 +6,14 @@ segment, or a list of strings per segment whose length may vary (multi-
 reference sets where each source has 1 to 7 translations). sacreBLEU wants
 reference *streams* instead, one per reference slot and each as long as the
 corpus, with `None` where a segment has no reference in that slot; its
-signature then reports `nrefs:var`.
+signature then reports `nrefs:var`. `group_references` makes the per-segment
+lists from `(source, target)` pairs where a source may repeat.
+
+sacreBLEU is imported by the scoring functions only, so grouping works
+without it.
 """
 
 import dataclasses
-
-from sacrebleu.metrics import BLEU
-from sacrebleu.metrics import CHRF
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,8 @@ def corpus_bleu(hypotheses, references, *, tokenize="13a", lowercase=False):
     Returns:
         A `BleuResult`.
     """
+    from sacrebleu.metrics import BLEU
+
     if tokenize not in BLEU.TOKENIZERS:
         raise ValueError(
             f"Argument `tokenize` must be one of {list(BLEU.TOKENIZERS)}. "
@@ -122,6 +125,8 @@ def corpus_chrf(hypotheses, references):
     Returns:
         A `ChrfResult`.
     """
+    from sacrebleu.metrics import CHRF
+
     hypotheses, streams = _corpus(hypotheses, references)
     metric = CHRF()
     result = metric.corpus_score(hypotheses, streams)
@@ -130,6 +135,28 @@ def corpus_chrf(hypotheses, references):
         signature=str(metric.get_signature()),
         name=result.name,
     )
+
+
+def group_references(pairs):
+    """Groups `(source, target)` pairs by source, for multi-reference scoring.
+
+    Test sets such as Tatoeba's list one pair per translation, so a source
+    with several translations comes several times. Translate each source
+    once and score it against all its targets: pass the returned
+    `references` to `corpus_bleu` / `corpus_chrf` as they are.
+
+    Args:
+        pairs: iterable of `(source, target)` pairs.
+
+    Returns:
+        `(sources, references)`: the distinct sources in order of first
+        occurrence, and for each a list of all its targets in input order.
+        For the Tatoeba test split: 837 sources with 1 to 7 references.
+    """
+    groups = {}
+    for source, target in pairs:
+        groups.setdefault(source, []).append(target)
+    return list(groups), list(groups.values())
 
 
 def _corpus(hypotheses, references):

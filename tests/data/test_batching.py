@@ -8,9 +8,13 @@ import pytest
 
 from keras_structattn.data import EOS_ID
 from keras_structattn.data import PAD_ID
+from keras_structattn.data import batching
 from keras_structattn.data import bucket_batch_sizes
 from keras_structattn.data import bucket_boundaries
 from keras_structattn.data import make_translation_dataset
+from keras_structattn.data.batching import TokenizedPairs
+from keras_structattn.data.batching import make_tokenized_dataset
+from keras_structattn.data.batching import tokenize_pairs
 
 BATCH_TOKENS = 512
 MAX_LENGTH = 24
@@ -246,3 +250,66 @@ def test_invalid_vocab_and_pairs(subword_vocab):
         make_translation_dataset([("a", "b")], subword_vocab, None)
     with pytest.raises(ValueError, match=r"pairs\[0\]"):
         make_translation_dataset([("a",)], subword_vocab, subword_vocab)
+
+
+# ------------------------------------------------------------ tokenise once
+
+
+@pytest.mark.parametrize("vocab_name", ["subword_vocab", "char_vocab"])
+def test_tokenize_pairs_appends_eos_to_the_in_graph_ids(train_pairs, vocab_name, request):
+    vocab = request.getfixturevalue(vocab_name)
+    pairs = train_pairs[::50]
+    tokens = tokenize_pairs(pairs, vocab, vocab)
+    assert len(tokens) == len(pairs)
+    source_lengths, target_lengths = tokens.lengths()
+    for i, (source, target) in enumerate(pairs):
+        s, t = tokens[i]
+        assert s.dtype == t.dtype == np.int32
+        # The Python tokenizer as an independent reference (no tie breaks
+        # differ on these sentences).
+        assert s.tolist() == vocab.encode(source) + [EOS_ID]
+        assert t.tolist() == vocab.encode(target) + [EOS_ID]
+        assert (source_lengths[i], target_lengths[i]) == (len(s), len(t))
+    assert tokens[-1][0].tolist() == tokens[len(pairs) - 1][0].tolist()
+    with pytest.raises(IndexError):
+        tokens[len(pairs)]
+
+
+def test_tokenize_pairs_in_chunks_gives_the_same_ids(train_pairs, subword_vocab, monkeypatch):
+    pairs = train_pairs[:37]
+    whole = tokenize_pairs(pairs, subword_vocab, subword_vocab)
+    monkeypatch.setattr(batching, "_TOKENIZE_CHUNK", 5)
+    chunked = tokenize_pairs(pairs, subword_vocab, subword_vocab)
+    for name in ("source_tokens", "source_offsets", "target_tokens", "target_offsets"):
+        np.testing.assert_array_equal(getattr(whole, name), getattr(chunked, name))
+
+
+def test_tokenized_pairs_from_lists_round_trip():
+    lists = [([5, 6, EOS_ID], [7, EOS_ID]), ([EOS_ID], [8, 9, 10, EOS_ID])]
+    tokens = TokenizedPairs.from_lists(lists)
+    assert [(s.tolist(), t.tolist()) for s, t in (tokens[0], tokens[1])] == lists
+    assert tokens.source_offsets.tolist() == [0, 3, 4]
+    assert len(TokenizedPairs.from_lists([])) == 0
+
+
+def test_tokenized_dataset_equals_the_one_call_pipeline(train_pairs, subword_vocab):
+    """Tokenising first and batching the ids gives the batches (and the
+    report) of `make_translation_dataset` on the strings."""
+    pairs = train_pairs[::3]
+    options = dict(batch_tokens=256, max_length=20, seed=5, repeat=True)
+    tokens = tokenize_pairs(pairs, subword_vocab, subword_vocab)
+    first, report = make_tokenized_dataset(tokens, **options)
+    second, strings_report = make_translation_dataset(pairs, subword_vocab, subword_vocab,
+                                                      **options)
+    assert report == strings_report and report.too_long > 0
+    # The report counts the ids the pipeline filters on.
+    source_lengths, target_lengths = tokens.lengths()
+    assert report.kept == int(np.sum((source_lengths <= 20) & (target_lengths <= 20)))
+    for a, b in zip(_batches(first.take(40)), _batches(second.take(40))):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_tokenized_dataset_wants_tokenized_pairs(subword_vocab):
+    with pytest.raises(ValueError, match="TokenizedPairs"):
+        make_tokenized_dataset([("a", "b")])

@@ -133,6 +133,22 @@ def test_filter_pairs_defaults_and_length_fn():
     assert kept == [("ab", "a")] and report.too_long == 1
 
 
+def test_filter_pairs_clean_returns_cleaned_pairs_and_measures_them():
+    pairs = [
+        ("\u00a0a b ", "c\u202fd"),  # 5 and 3 characters raw, 3 and 3 cleaned
+        (" x ", "\u200b"),  # empty target once cleaned
+        ("abcd", "x"),  # too long either way
+    ]
+    kept, report = filter_pairs(pairs, max_length=3, length_fn=len, clean=True)
+    assert kept == [(clean_text(s), clean_text(t)) for s, t in pairs[:1]] == [("a b", "c d")]
+    assert (report.total, report.kept, report.empty, report.too_long) == (3, 1, 1, 1)
+    # Without `clean` the lengths are those of the raw text.
+    kept, report = filter_pairs(pairs, max_length=3, length_fn=len)
+    assert kept == [] and (report.empty, report.too_long) == (1, 2)
+    kept, _ = filter_pairs(pairs[:1])
+    assert kept == pairs[:1]  # returned as they were
+
+
 def test_filter_report_str_example():
     report = FilterReport(total=18317, kept=18000, empty=0, too_long=317, max_length=64)
     assert str(report) == "kept 18000 of 18317 pairs (empty: 0, longer than 64 tokens: 317)"

@@ -60,6 +60,22 @@ def test_replay_equals_the_pipeline(stream, train_pairs, subword_vocab, tmp_path
         np.testing.assert_array_equal(got[0][1], want[0][1])
 
 
+def test_tokenized_pairs_record_as_lists_do(stream, train_pairs, subword_vocab, tmp_path):
+    """The pipeline's own `TokenizedPairs` as the corpus: the same file as
+    the Python-tokenised lists (no tie-break differs on these pairs)."""
+    from keras_structattn.data.batching import tokenize_pairs
+
+    tokens = tokenize_pairs(train_pairs, subword_vocab, subword_vocab)
+    save_recording(tmp_path / "a.npz", tokens, stream().take(20).as_numpy_iterator())
+    save_recording(tmp_path / "b.npz", tokenised(train_pairs, subword_vocab),
+                   stream().take(20).as_numpy_iterator())
+    with np.load(tmp_path / "a.npz") as a, np.load(tmp_path / "b.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            assert a[name].dtype == b[name].dtype, name
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
 def test_rows_outside_the_corpus_are_an_error(stream, train_pairs, subword_vocab, tmp_path):
     corpus = tokenised(train_pairs, subword_vocab)[:10]
     with pytest.raises(ValueError, match="not a pair of `corpus`"):
@@ -71,7 +87,8 @@ def test_replay_needs_no_tensorflow(stream, train_pairs, subword_vocab, tmp_path
     decode with the vocabulary."""
     pytest.importorskip("jax")
     path = tmp_path / "train.npz"
-    save_recording(path, tokenised(train_pairs, subword_vocab), stream().take(3).as_numpy_iterator())
+    save_recording(path, tokenised(train_pairs, subword_vocab),
+                   stream().take(3).as_numpy_iterator())
     subword_vocab.save(str(tmp_path / "vocab.model"))
     first = next(stream().as_numpy_iterator())[1]
     np.save(tmp_path / "first.npy", first)

@@ -11,11 +11,11 @@ import importlib.resources
 import pytest
 
 from keras_structattn.data import clean_text
-from keras_structattn.data import group_references
 from keras_structattn.data import load_tatoeba_en_de
 from keras_structattn.data import split_of
 from keras_structattn.data.tatoeba import _raw_pairs
 from keras_structattn.data.tatoeba import data_path
+from keras_structattn.metrics.text import group_references
 
 SHA256 = "593c1d49120846a80b905964204a7d86f83a25dd10c7db04854a57f08d03a2df"
 
@@ -96,8 +96,3 @@ def test_group_references(split, histogram):
     assert dict(collections.Counter(len(r) for r in references)) == histogram
     # Nothing lost, targets in input order.
     assert sorted((s, t) for s, refs in zip(sources, references) for t in refs) == sorted(pairs)
-
-
-def test_group_references_order():
-    pairs = [("b", "1"), ("a", "2"), ("b", "3")]
-    assert group_references(pairs) == (["b", "a"], [["1", "3"], ["2"]])

@@ -10,6 +10,7 @@ from keras_structattn.metrics import BleuResult
 from keras_structattn.metrics import ChrfResult
 from keras_structattn.metrics import corpus_bleu
 from keras_structattn.metrics import corpus_chrf
+from keras_structattn.metrics.text import group_references
 
 HYPOTHESES = [
     "The cat sat on the mat.",
@@ -245,6 +246,51 @@ def test_bleu_known_answer_values():
     assert score == pytest.approx(want, rel=1e-12)
     result = corpus_bleu(KNOWN_HYPOTHESES, KNOWN_MULTI, tokenize="none")
     assert result.score == pytest.approx(want, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Multi-reference grouping.
+
+
+def test_group_references_order():
+    pairs = [("b", "1"), ("a", "2"), ("b", "3")]
+    assert group_references(pairs) == (["b", "a"], [["1", "3"], ["2"]])
+    assert group_references([]) == ([], [])
+
+
+def test_grouped_references_score_as_written_out_streams():
+    """Pairs with a repeated source, grouped, give sacreBLEU's score for the
+    hand-made None-padded streams of those references."""
+    pairs = [(f"s{i}", ref) for i, refs in enumerate(MULTI_REFERENCES) for ref in refs]
+    # Interleave the sources, as a test file may list them.
+    pairs = pairs[::2] + pairs[1::2]
+    sources, references = group_references(pairs)
+    assert sorted(sources) == [f"s{i}" for i in range(len(MULTI_REFERENCES))]
+    by_source = dict(zip(sources, references))
+    hypotheses = [HYPOTHESES[int(s[1:])] for s in sources]
+    # Order of first occurrence, targets in input order within a source.
+    for source, refs in by_source.items():
+        assert refs == [t for s, t in pairs if s == source]
+    streams = _none_padded_streams(references)
+    want = sacrebleu.corpus_bleu(hypotheses, streams).score
+    assert corpus_bleu(hypotheses, references).score == pytest.approx(want, rel=1e-12)
+    want = sacrebleu.corpus_chrf(hypotheses, streams).score
+    assert corpus_chrf(hypotheses, references).score == pytest.approx(want, rel=1e-12)
+
+
+def test_grouping_and_scoring_modules_import_without_sacrebleu():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['sacrebleu'] = None\n"
+        "from keras_structattn.metrics.text import group_references\n"
+        "print(group_references([('a', 'x'), ('a', 'y')]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith("(['a'], [['x', 'y']])")
 
 
 # ---------------------------------------------------------------------------

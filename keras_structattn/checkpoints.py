@@ -1,0 +1,102 @@
+"""Finding and averaging the weight checkpoints of a run.
+
+`keras_structattn.callbacks.EpochCheckpoints` writes `ckpt-{epoch}.weights.h5`
+files into a folder during `fit`; this module reads that folder:
+
+    paths = checkpoint_paths("run/checkpoints")          # oldest first
+    model.load_weights(latest_checkpoint("run/checkpoints"))
+    average_checkpoints(model, paths[-5:])               # model holds the mean
+    model.save_weights("run/averaged.weights.h5")
+
+Averaging the weights of the last checkpoints of a run is the tensor2tensor
+practice for translation (`avg_checkpoints`, used for the Transformer of
+Vaswani et al., 2017, arXiv:1706.03762, Section 6.1).
+"""
+
+import os
+
+import keras
+import numpy as np
+
+from keras_structattn.callbacks import list_checkpoints
+
+
+def checkpoint_paths(directory):
+    """The checkpoint files of `directory`, oldest (lowest epoch) first.
+
+    Args:
+        directory: a folder written by `EpochCheckpoints` (it need not
+            exist: then there are none).
+
+    Returns:
+        A list of paths; empty when there are none.
+    """
+    return [path for _, path in list_checkpoints(directory)]
+
+
+def latest_checkpoint(directory):
+    """The newest checkpoint file of `directory`.
+
+    Args:
+        directory: a folder written by `EpochCheckpoints`.
+
+    Returns:
+        Its path.
+
+    Raises:
+        FileNotFoundError: if `directory` holds no checkpoint (names it).
+    """
+    found = checkpoint_paths(directory)
+    if not found:
+        raise FileNotFoundError(f"No checkpoints in {os.fspath(directory)}")
+    return found[-1]
+
+
+def average_checkpoints(model, paths):
+    """Sets `model`'s weights to the element-wise mean of checkpoints' weights.
+
+    Each checkpoint is loaded into `model` in turn (so any file that
+    `model.load_weights` reads will do, with or without optimizer state);
+    floating-point weights are summed in float64 and the mean is rounded
+    once to the weight's dtype, so the result does not depend on the order
+    of `paths`. A weight that is not floating point (a counter) cannot be
+    averaged and takes the value of the last checkpoint. The optimizer state
+    is not averaged: save the result with `model.save_weights` and load it
+    for inference.
+
+    Args:
+        model: a built Keras model with the checkpoints' architecture.
+        paths: non-empty sequence of weights files.
+
+    Returns:
+        The list of averaged weights (NumPy arrays, in `model.get_weights()`
+        order), which `model` now holds.
+
+    Raises:
+        ValueError: if `paths` is empty or `model` is not built.
+    """
+    paths = list(paths)
+    if not paths:
+        raise ValueError("Argument `paths` must name at least one checkpoint. Received: []")
+    if not model.built:
+        raise ValueError("`model` must be built before checkpoints are loaded into it")
+    total = None
+    for path in paths:
+        model.load_weights(path)
+        weights = model.get_weights()
+        if total is None:
+            total = [np.zeros(w.shape, np.float64) for w in weights]
+        for sum_, w in zip(total, weights):
+            sum_ += w
+    last = model.get_weights()
+    averaged = [
+        (s / len(paths)).astype(w.dtype) if _is_floating(w.dtype) else w
+        for s, w in zip(total, last)
+    ]
+    model.set_weights(averaged)
+    return averaged
+
+
+def _is_floating(dtype):
+    # Through Keras' names, so that bfloat16 (not a NumPy floating type) counts.
+    return "float" in keras.backend.standardize_dtype(dtype)
