@@ -1,6 +1,6 @@
 """The layers in their plain configuration, paired with Keras MHA.
 
-Helpers of `test_keras_mha_parity.py`: one factory per layer of the library
+Helpers of `test_structured_attention.py`: one factory per layer of the library
 with its structure switched off, inputs of the tested shapes, and a pairing
 that builds a layer and a `keras.layers.MultiHeadAttention` with the same
 constructor arguments and gives both the same weights.
