@@ -15,7 +15,7 @@
 # Environment: DATA (the Multi30k raw folder), OUT_DIR, STEPS.
 set -euo pipefail
 
-DATA=${DATA:-../shared/data/multi30k/raw}
+DATA=${DATA:?set DATA to the Multi30k raw folder (train.en.gz, val.en.gz, test_2016_flickr.en.gz, ...)}
 OUT_DIR=${OUT_DIR:-runs/multi30k}
 STEPS=${STEPS:-5000}
 PYTHON=${PYTHON:-python}

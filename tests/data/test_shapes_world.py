@@ -33,7 +33,7 @@ OPPOSITE = {
     "left of": "right of", "right of": "left of", "above": "below", "below": "above",
     "inside": "contains", "contains": "inside",
 }
-# VQA v2 annotation keys (../shared/data/vqa_eval/annotations.json).
+# VQA v2 annotation keys (as in the official VQA evaluation's annotations file).
 VQA_ANNOTATION_KEYS = {
     "question_id", "image_id", "question_type", "answer_type",
     "multiple_choice_answer", "answers",
@@ -452,7 +452,7 @@ def test_answer_distributions_are_not_degenerate(world):
 
 
 def test_vqa_accuracy_formula_and_baselines(world):
-    # Known values of the official formula (../shared/data/vqa_eval README).
+    # Known values of the official VQA accuracy formula.
     assert sw.vqa_accuracy("red", ["red", "red", "blue", "blue", "green", "green",
                                    "pink", "pink", "white", "white"]) == pytest.approx(0.6)
     assert sw.vqa_accuracy("catcher", ["pitcher"] * 9 + ["catcher"]) == pytest.approx(0.3)

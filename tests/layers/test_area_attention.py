@@ -5,7 +5,7 @@ The layer is checked against
 * `keras.layers.MultiHeadAttention` with the same weights when every area is
   a single item (`max_area_width = max_area_height = 1`), and
 * a NumPy reference of the whole layer written here with explicit loops over
-  areas (tensor2tensor semantics, see /work/shared/specs/area_attention.md):
+  areas (tensor2tensor semantics, see docs/area_attention.md):
   projections with the layer's own kernels, queries scaled by key_dim**-0.5,
   area keys (mean / max / the MLP modes of Eq. 9), area values, boolean area
   masks (an area may be attended iff all its items may), temperature, top-k,

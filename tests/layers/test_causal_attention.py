@@ -9,7 +9,7 @@ same weights; weight sharing by parameter counts and by editing a shared
 kernel; CS-ATT's independence of the sample; the additive Up-Down scorer
 against loops. Plus Keras conventions: config and `.keras` round trips,
 symbolic shapes, `fit` under XLA, mixed precision, seeded dropout, and
-argument validation. See /work/shared/specs/vl_attention_specs.md, A.7/A.8.
+argument validation. See docs/causal_attention.md.
 """
 
 import math

@@ -2,7 +2,7 @@
 
 The layer is checked against a NumPy reference written here with explicit
 loops over batch, head, query and key, straight from
-/work/shared/specs/spatial_graph.md sections 3-5: projections with the
+the SA-M4C paper (Kant et al., 2020, arXiv:2007.12146; docs/graph_attention.md): projections with the
 layer's own kernels, logits scaled by key_dim**-0.5, head h may use the edge
 (i, j) iff its label is in the head's subset (13 = every head, 14 = none)
 and the masks allow it, optional beta[h, label] on the logits, optional

@@ -1,8 +1,7 @@
 """Tests of `PositionalMultiHeadAttention` (MCAN+PA, seed 003).
 
 The reference below computes the layer with explicit loops over batch,
-head, query and key, from the paper's Eqs. 5-8 and 13-14 and
-/work/shared/specs/vl_attention_specs.md section D: semantic logits
+head, query and key, from the paper's Eqs. 5-8 and 13-14 (docs/positional_attention.md): semantic logits
 `q.k / sqrt(d_h)`; positional logits from the projected position vectors
 (`p_q.p_k / sqrt(d_h)`) or from the box geometry (the loop references of
 tests/ops/test_box_geometry.py, projected by `W_G`); the fusion; a softmax
