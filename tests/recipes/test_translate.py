@@ -54,10 +54,16 @@ def flags(data, out, *extra):
     ]
 
 
-def test_train_evaluate_decode_average_export(data, tmp_path):
+def _not_from_disk(args):
+    raise AssertionError("evaluate after train must use the model in memory")
+
+
+def test_train_evaluate_decode_average_export(data, tmp_path, monkeypatch):
     out = tmp_path / "run"
-    translate.main(["train", *flags(data, out, "--train_steps", "6",
-                                    "--steps_per_checkpoint", "2", "--jit", "on")])
+    with monkeypatch.context() as patch:
+        patch.setattr(translate, "load_trained", _not_from_disk)
+        translate.main(["train", *flags(data, out, "--train_steps", "6",
+                                        "--steps_per_checkpoint", "2", "--jit", "on")])
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["steps"] == 6
     losses = summary["history"]["loss"]
@@ -68,6 +74,11 @@ def test_train_evaluate_decode_average_export(data, tmp_path):
     assert 0.0 <= scores["bleu"] <= 100.0 and "nrefs" in scores["bleu_signature"]
     hypotheses = (out / "test.hyp.txt").read_text(encoding="utf-8").split("\n")
     assert len(hypotheses) == len(set(data["test_sources"])) + 1  # final newline
+    # The model evaluated in memory is the last checkpoint: evaluating the
+    # run from disk gives the same translations and scores.
+    translate.main(["evaluate", *flags(data, out)])
+    assert json.loads((out / "test_scores.json").read_text()) == scores
+    assert (out / "test.hyp.txt").read_text(encoding="utf-8").split("\n") == hypotheses
 
     # decode: a file of sentences, in order, one output line each.
     source_file = data["root"] / "sources.txt"
