@@ -54,13 +54,13 @@ VARIANTS = [
 
 def flops_ratio(batch, length, options):
     """Multiply-adds of a CATT variant over those of MHA (see the docstring)."""
-    b, l, d, k = batch, length, HIDDEN, SIZE
-    mha = 4 * b * l * d * d + 2 * b * l * l * d
-    catt = mha + 2 * k * d * d + 2 * b * l * k * d + b * l * d * d
+    b, n, d, k = batch, length, HIDDEN, SIZE
+    mha = 4 * b * n * d * d + 2 * b * n * n * d
+    catt = mha + 2 * k * d * d + 2 * b * n * k * d + b * n * d * d
     if options.get("fusion") == "concat_dense":
-        catt += 2 * b * l * d * d
+        catt += 2 * b * n * d * d
     if options.get("share_weights") is False:
-        catt += b * l * d * d
+        catt += b * n * d * d
     return catt / mha
 
 

@@ -73,7 +73,9 @@ def main(argv=None):
         x, jits,
         ("keras MHA + mask", lambda: keras.layers.MultiHeadAttention(HEADS, key_dim),
          dict(attention_mask=mask)),
-        [(label, lambda kwargs=kwargs: GatedMultiHeadAttention(HEADS, key_dim, **kwargs), dict(attention_mask=mask))
+        [(label,
+          lambda kwargs=kwargs: GatedMultiHeadAttention(HEADS, key_dim, **kwargs),
+          dict(attention_mask=mask))
          for label, kwargs in VARIANTS],
         args.warmup, args.repeats,
     )

@@ -98,7 +98,9 @@ def main(argv=None):
         x, jits,
         ("keras MHA + mask", lambda: keras.layers.MultiHeadAttention(HEADS, key_dim),
          dict(attention_mask=mask_t)),
-        [(label, lambda kwargs=kwargs: GraphMultiHeadAttention(HEADS, key_dim, **kwargs), dict(relations=relations_t))
+        [(label,
+          lambda kwargs=kwargs: GraphMultiHeadAttention(HEADS, key_dim, **kwargs),
+          dict(relations=relations_t))
          for label, kwargs in VARIANTS],
         args.warmup, args.repeats,
     )

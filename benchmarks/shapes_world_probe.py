@@ -189,7 +189,8 @@ def main():
 
     print(f"\ntest VQA accuracy (%), {args.epochs} epochs, batch {BATCH_SIZE}; "
           f"training {train_s:.1f} s ({train_s / args.epochs:.1f} s/epoch)")
-    print(f"{'type':<10}{'questions':>10}  {'majority answer':<16}{'majority':>9}{'model':>9}{'gain':>9}")
+    print(f"{'type':<10}{'questions':>10}  {'majority answer':<16}"
+          f"{'majority':>9}{'model':>9}{'gain':>9}")
     rows = [(t, per_type[t]) for t in QUESTION_TYPES if t in per_type] + [("overall", scores)]
     for t, values in rows:
         model_score = 100.0 * float(np.mean(values))

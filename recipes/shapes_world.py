@@ -27,7 +27,9 @@ def _tasks(text):
 
 def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="data/shapes_world", help="output folder (default: data/shapes_world)")
+    parser.add_argument(
+        "--out", default="data/shapes_world", help="output folder (default: data/shapes_world)"
+    )
     parser.add_argument(
         "--task", default="all",
         help="captions, vqa, refs, textvqa, a comma-separated list of them, or all",
@@ -45,7 +47,10 @@ def build_parser():
     parser.add_argument("--ocr-noise", type=float, default=0.0)
     parser.add_argument(
         "--bias", default=None,
-        help="SHAPE=COLOR[:STRENGTH][@SPLIT,...], e.g. circle=red:0.9 (train and val biased, test not)",
+        help=(
+            "SHAPE=COLOR[:STRENGTH][@SPLIT,...], e.g. circle=red:0.9 "
+            "(train and val biased, test not)"
+        ),
     )
     parser.add_argument("--png", action="store_true", help="also write PNG images")
     parser.add_argument("--baselines", action="store_true", help="print the trivial baselines")
@@ -71,7 +76,10 @@ def main(argv=None):
     baselines = shapes_world.trivial_baselines(world) if args.baselines else None
     print(shapes_world.format_report(summary, baselines))
     files = sum(len(v) for v in written.values())
-    print(f"  wrote {files} files under {args.out} ({total - world.seconds:.1f} s writing, {total:.1f} s in all)")
+    print(
+        f"  wrote {files} files under {args.out} "
+        f"({total - world.seconds:.1f} s writing, {total:.1f} s in all)"
+    )
     if baselines is not None:
         with open(os.path.join(args.out, "baselines.json"), "w", encoding="utf-8") as f:
             json.dump(baselines, f, indent=1)

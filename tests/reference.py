@@ -1,10 +1,11 @@
 """Brute-force NumPy (float64) reference for area attention.
 
 Written from the paper (Li et al., 2019, arXiv:1810.10126) with tensor2tensor
-semantics (docs/area_attention.md), independently of `keras_structattn.ops`: every area is visited by
-an explicit Python loop and every per-area quantity is accumulated item by
-item. No summed-area tables, cumulative sums or running sums are used, so the
-reference cannot share a bug with the library's fast formulations.
+semantics (docs/area_attention.md), independently of `keras_structattn.ops`:
+every area is visited by an explicit Python loop and every per-area quantity
+is accumulated item by item. No summed-area tables, cumulative sums or
+running sums are used, so the reference cannot share a bug with the
+library's fast formulations.
 
 Conventions:
 - A memory of `L` items is an `H x W` grid, `H = memory_height`,

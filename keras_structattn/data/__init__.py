@@ -15,6 +15,7 @@ TensorFlow is imported on first use of an in-graph function, so the rest
 works on machines without it.
 """
 
+from keras_structattn.data import shapes_world
 from keras_structattn.data.batching import bucket_batch_sizes
 from keras_structattn.data.batching import bucket_boundaries
 from keras_structattn.data.batching import make_translation_dataset
@@ -24,6 +25,7 @@ from keras_structattn.data.parallel_text import filter_pairs
 from keras_structattn.data.parallel_text import read_lines
 from keras_structattn.data.parallel_text import read_parallel_files
 from keras_structattn.data.parallel_text import read_tsv_pairs
+from keras_structattn.data.shapes_world import generate as generate_shapes_world
 from keras_structattn.data.tatoeba import group_references
 from keras_structattn.data.tatoeba import load_tatoeba_en_de
 from keras_structattn.data.tatoeba import split_of
@@ -33,5 +35,3 @@ from keras_structattn.data.vocab import UNK_ID
 from keras_structattn.data.vocab import CharVocab
 from keras_structattn.data.vocab import SubwordVocab
 from keras_structattn.data.vocab import load_vocab
-from keras_structattn.data import shapes_world
-from keras_structattn.data.shapes_world import generate as generate_shapes_world

@@ -86,7 +86,10 @@ def sets_from_table(table):
         A list of `num_heads` sorted lists of spatial labels (0..12).
     """
     table = np.asarray(table, bool)
-    return [sorted(int(l) for l in np.flatnonzero(row[:NUM_SPATIAL_LABELS])) for row in table]
+    return [
+        sorted(int(label) for label in np.flatnonzero(row[:NUM_SPATIAL_LABELS]))
+        for row in table
+    ]
 
 
 def context_head_relations(context_size=3):

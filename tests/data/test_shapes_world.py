@@ -142,7 +142,10 @@ def check_fact(scene, fact):
 
 
 def all_facts(world_or_split):
-    splits = world_or_split.splits.values() if hasattr(world_or_split, "splits") else [world_or_split]
+    if hasattr(world_or_split, "splits"):
+        splits = world_or_split.splits.values()
+    else:
+        splits = [world_or_split]
     for split in splits:
         for task, per_scene in split.tasks.items():
             for scene, records in zip(split.scenes, per_scene):
@@ -171,7 +174,9 @@ def test_same_seed_same_data_other_seed_other_data():
         for key, value in a.splits[name].features.items():
             np.testing.assert_array_equal(value, b.splits[name].features[key])
         assert a.splits[name].tasks == b.splits[name].tasks
-    assert not np.array_equal(a.splits["train"].features["images"], c.splits["train"].features["images"])
+    assert not np.array_equal(
+        a.splits["train"].features["images"], c.splits["train"].features["images"]
+    )
 
 
 def test_split_sizes_and_task_choice_do_not_change_other_data():
@@ -190,8 +195,12 @@ def test_split_sizes_and_task_choice_do_not_change_other_data():
 def test_written_files_are_deterministic(tmp_path):
     for name in ("a", "b"):
         sw.write(sw.generate(train=3, val=1, test=1, seed=2), str(tmp_path / name))
-    a_files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
-    b_files = sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())
+    a_files = sorted(
+        p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file()
+    )
+    b_files = sorted(
+        p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file()
+    )
     assert a_files == b_files
     for rel in a_files:
         a, b = tmp_path / "a" / rel, tmp_path / "b" / rel
@@ -230,7 +239,8 @@ def _check_scene_pixels(scene):
         if covered_later:
             continue
         rgb = np.array(COLORS[o.color])
-        gx1, gy1, gx2, gy2 = max(0, x1 - 1), max(0, y1 - 1), min(canvas, x2 + 1), min(canvas, y2 + 1)
+        gx1, gy1 = max(0, x1 - 1), max(0, y1 - 1)
+        gx2, gy2 = min(canvas, x2 + 1), min(canvas, y2 + 1)
         own = (image[gy1:gy2, gx1:gx2] == rgb).all(-1)
         ys, xs = np.nonzero(own)
         # The shape's colour fills its box tightly, and nothing of it leaks
@@ -255,7 +265,8 @@ def _check_scene_pixels(scene):
             # Half the box, plus about a pixel per row of edge pixels.
             assert 0.45 <= fill <= 0.55 + 1.5 / side and bottom == 1.0 and inner[0].sum() <= 2
         else:
-            assert 0.45 <= fill <= 0.55 + 1.5 / side and inner[-1].sum() <= 2 and inner[side // 2].all()
+            assert 0.45 <= fill <= 0.55 + 1.5 / side
+            assert inner[-1].sum() <= 2 and inner[side // 2].all()
         if o.parent is not None:
             parent = shapes[o.parent]
             assert parent.size == "large" and o.size == "small" and parent.color != o.color
@@ -269,7 +280,8 @@ def _check_scene_pixels(scene):
         plate = image[y1:y2, x1:x2]
         assert ((plate == PLATE_RGB).all(-1) | (plate == INK_RGB).all(-1)).all()
         ring = image[max(0, y1 - 1) : y2 + 1, max(0, x1 - 1) : x2 + 1].copy()
-        ring[1 if y1 else 0 : (1 if y1 else 0) + y2 - y1, 1 if x1 else 0 : (1 if x1 else 0) + x2 - x1] = 0
+        top, left = (1 if y1 else 0), (1 if x1 else 0)
+        ring[top : top + y2 - y1, left : left + x2 - x1] = 0
         assert not (ring == PLATE_RGB).all(-1).any()
         assert len(s.token_boxes) == len(s.words) == len(s.ocr_words)
         last = x1
@@ -318,14 +330,18 @@ def test_features_are_what_the_pixels_say(world):
     for k, scene in enumerate(split.scenes):
         n = len(scene.shapes)
         assert f["num_obj"][k] == n and f["image_ids"][k] == scene.image_id
-        np.testing.assert_array_equal(f["obj_boxes"][k, :n] * scene.canvas, [o.box for o in scene.shapes])
+        np.testing.assert_array_equal(
+            f["obj_boxes"][k, :n] * scene.canvas, [o.box for o in scene.shapes]
+        )
         assert not f["obj_boxes"][k, n:].any() and not f["obj_features"][k, n:].any()
         for i, o in enumerate(scene.shapes):
             x1, y1, x2, y2 = o.box
             crop = scene.image[y1:y2, x1:x2]
             hist = [(crop == rgb).all(-1).mean() for rgb in palette]
             np.testing.assert_allclose(f["obj_features"][k, i, :9], hist, atol=1e-6)
-            np.testing.assert_allclose(f["obj_features"][k, i, 25:29], np.array(o.box) / scene.canvas, atol=1e-6)
+            np.testing.assert_allclose(
+                f["obj_features"][k, i, 25:29], np.array(o.box) / scene.canvas, atol=1e-6
+            )
         # Grid cell (r, c) sub-cell (0, 0): the 4x4 top-left pixels of the
         # 8x8 cell on a 64-pixel canvas.
         for r, c in ((0, 0), (3, 5), (7, 7)):
@@ -340,7 +356,7 @@ def test_features_are_what_the_pixels_say(world):
 
 def test_every_stated_fact_holds(world):
     kinds = {}
-    for task, scene, record in all_facts(world):
+    for _, scene, record in all_facts(world):
         for fact in record["facts"]:
             check_fact(scene, fact)
             key = fact.get("relation", fact["kind"])
@@ -359,7 +375,10 @@ def test_answers_follow_from_the_facts(world):
         if task == "refs":
             target = scene.shapes[r["target"]]
             assert f"o{r['target']}" in {f.get("node") for f in facts}
-            same = [o for o in scene.shapes if (o.shape, o.color, o.size) == (target.shape, target.color, target.size)]
+            same = [
+                o for o in scene.shapes
+                if (o.shape, o.color, o.size) == (target.shape, target.color, target.size)
+            ]
             assert r["needs_relation"] == (len(same) > 1)
             continue
         answers = [a for a, _ in r["answers"]]
@@ -388,7 +407,7 @@ def test_answers_follow_from_the_facts(world):
 
 
 def test_caption_texts_state_their_facts(world):
-    for task, scene, r in all_facts(world):
+    for task, _, r in all_facts(world):
         if task != "captions":
             continue
         text = " " + r["caption"] + " "
@@ -408,7 +427,7 @@ def test_caption_texts_state_their_facts(world):
 
 
 def test_five_distinct_captions_mention_relations_and_counts(world):
-    for scene, captions in zip(world.splits["train"].scenes, world.splits["train"].tasks["captions"]):
+    for _, captions in zip(world.splits["train"].scenes, world.splits["train"].tasks["captions"]):
         assert len(captions) == 5 and len({c["caption"] for c in captions}) == 5
         groups = {c["group"] for c in captions}
         assert "count" in groups or "shape_counts" in groups
@@ -480,7 +499,9 @@ def test_coco_captions_load_with_pycocotools(world, written):
         assert [a["caption"] for a in anns] == [c["caption"] for c in captions]
         image = coco.loadImgs(scene.image_id)[0]
         assert (image["width"], image["height"]) == (64, 64)
-    results = coco.loadRes([{"image_id": s.image_id, "caption": "a red circle"} for s in split.scenes])
+    results = coco.loadRes(
+        [{"image_id": s.image_id, "caption": "a red circle"} for s in split.scenes]
+    )
     assert len(results.getImgIds()) == len(split.scenes)
 
 
@@ -521,7 +542,8 @@ def test_textvqa_imdb_layout(world, written):
         assert e["obj_normalized_boxes"].shape == (len(scene.shapes), 4)
         for info, box in zip(e["ocr_info"], e["ocr_normalized_boxes"]):
             bb = info["bounding_box"]
-            assert bb["top_left_x"] == pytest.approx(box[0]) and bb["width"] == pytest.approx(box[2] - box[0])
+            assert bb["top_left_x"] == pytest.approx(box[0])
+            assert bb["width"] == pytest.approx(box[2] - box[0])
         assert len(e["answers"]) == 10 and e["question_tokens"] == e["question"][:-1].split()
         if e["answer_source"] == "ocr":
             # Without OCR noise the answer tokens spell the majority answer.
@@ -544,7 +566,8 @@ def test_refs_and_instances_load_with_pycocotools(world, written):
         assert ann["image_id"] == r["image_id"] and ann["category_id"] == r["category_id"]
         x, y, w, h = ann["bbox"]
         assert (x, y, x + w, y + h) in [o.box for o in scenes[r["image_id"]].shapes]
-        assert coco.cats[r["category_id"]]["name"] == scenes[r["image_id"]].shapes[r["ann_id"] % 100].shape
+        shape = scenes[r["image_id"]].shapes[r["ann_id"] % 100].shape
+        assert coco.cats[r["category_id"]]["name"] == shape
         assert 1 <= len(r["sentences"]) == len(r["sent_ids"]) <= 2
         for s in r["sentences"]:
             assert s["tokens"] == s["sent"].split() and s["raw"] == s["sent"]
@@ -590,9 +613,9 @@ def test_bias_holds_in_train_and_breaks_at_test():
         named = {int(n[1:]) for f in r["facts"] for n in (f.get("node"), f.get("a"), f.get("b"))
                  if isinstance(n, str) and n[0] == "o"}
         filters = [f.get("filter") or f.get("values") or {} for f in r["facts"]]
-        conflict = any(scene.shapes[i].shape == "circle" and scene.shapes[i].color != "red" for i in named) or any(
-            f.get("shape") == "circle" and f.get("color", "red") != "red" for f in filters
-        )
+        conflict = any(
+            scene.shapes[i].shape == "circle" and scene.shapes[i].color != "red" for i in named
+        ) or any(f.get("shape") == "circle" and f.get("color", "red") != "red" for f in filters)
         assert r["bias_conflict"] == conflict
         flagged += conflict
     assert flagged > 20
@@ -668,7 +691,8 @@ def test_cli_writes_the_chosen_tasks_and_reports(tmp_path, capsys):
     assert "vqa answers per question type (train)" in printed
     assert "vqa majority per type" in printed and "grounding biggest box" in printed
     assert "retries / fallbacks / skipped items" in printed
-    assert (out / "vqa" / "annotations_test.json").exists() and (out / "refs" / "refs.json").exists()
+    assert (out / "vqa" / "annotations_test.json").exists()
+    assert (out / "refs" / "refs.json").exists()
     assert not (out / "captions").exists() and not (out / "textvqa").exists()
     assert json.loads((out / "baselines.json").read_text()) == result["baselines"]
     assert result["summary"]["splits"]["train"]["scenes"] == 20

@@ -18,8 +18,8 @@ gradients are compared too, and checked against finite differences.
 Plus the Keras conventions checklist: config and `.keras` round trips,
 symbolic shapes, `fit` with `jit_compile=True`, dropout and seeds, mixed
 precision, fully masked rows, Keras-mask propagation, attention-mask
-broadcasting as in Keras MHA, and argument validation. Everything is small enough to run on a 2-core CPU on both the
-TensorFlow and JAX backends.
+broadcasting as in Keras MHA, and argument validation. Everything is small
+enough to run on a 2-core CPU on both the TensorFlow and JAX backends.
 """
 
 import json
@@ -786,7 +786,8 @@ def test_gradients_fast_direct_and_finite_differences(name):
     assert np.abs(grads_fast[0]).max() > 0
 
     def loss_at(point):
-        return float(np.sum(to_np(fast(point.astype("float32"), point.astype("float32"), **call)) ** 2))
+        point = point.astype("float32")
+        return float(np.sum(to_np(fast(point, point, **call)) ** 2))
 
     for trial in range(2):
         direction = rng.normal(size=x.shape)
@@ -884,7 +885,7 @@ def test_keras_file_round_trip(name, tmp_path):
     path = tmp_path / f"{name}.keras"
     model.save(path)
     loaded = keras.models.load_model(path)
-    revived = [l for l in loaded.layers if isinstance(l, MultiHeadAreaAttention)]
+    revived = [sub for sub in loaded.layers if isinstance(sub, MultiHeadAreaAttention)]
     assert len(revived) == 1
     assert revived[0].get_config() == layer.get_config()
     np.testing.assert_allclose(to_np(loaded(x, training=False)), expected, atol=1e-6)
@@ -1338,7 +1339,9 @@ BAD_CONSTRUCTOR_ARGS = [
 
 
 @pytest.mark.parametrize(
-    "kwargs,name", BAD_CONSTRUCTOR_ARGS, ids=[f"{n}-{i}" for i, (_, n) in enumerate(BAD_CONSTRUCTOR_ARGS)]
+    "kwargs,name",
+    BAD_CONSTRUCTOR_ARGS,
+    ids=[f"{n}-{i}" for i, (_, n) in enumerate(BAD_CONSTRUCTOR_ARGS)],
 )
 def test_bad_constructor_arguments_raise(kwargs, name):
     with pytest.raises(ValueError, match=name):

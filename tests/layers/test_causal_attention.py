@@ -1,4 +1,4 @@
-"""Tests of causal attention (CATT, seed 001): `GlobalDictionary`,
+"""Tests of causal attention (CATT): `GlobalDictionary`,
 `CausalAttention`, `TopDownAttention` and `CausalTopDownAttention`.
 
 Both branches are checked against a NumPy reference with explicit loops
@@ -69,8 +69,8 @@ def attend_reference(w, prefix, query, memory, mask=None):
                     continue
                 logits = [float(np.dot(q[b, i, h], k[b, j, h])) / math.sqrt(key_dim)
                           for j in range(S)]
-                top = max(l for l, ok in zip(logits, allowed) if ok)
-                exps = [math.exp(l - top) if ok else 0.0 for l, ok in zip(logits, allowed)]
+                top = max(logit for logit, ok in zip(logits, allowed) if ok)
+                exps = [math.exp(logit - top) if ok else 0.0 for logit, ok in zip(logits, allowed)]
                 for j in range(S):
                     weights[b, h, i, j] = exps[j] / sum(exps)
                     context[b, i, h] += weights[b, h, i, j] * v[b, j, h]

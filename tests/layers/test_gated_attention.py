@@ -114,8 +114,8 @@ def reference(layer, query, value=None, mask=None):
                     allowed.append(mask is None or bool(mask[b, i, j]))
                 if not any(allowed):
                     continue  # zero weights, zero context
-                top = max(l for l, ok in zip(logits, allowed) if ok)
-                exps = [math.exp(l - top) if ok else 0.0 for l, ok in zip(logits, allowed)]
+                top = max(logit for logit, ok in zip(logits, allowed) if ok)
+                exps = [math.exp(logit - top) if ok else 0.0 for logit, ok in zip(logits, allowed)]
                 for j in range(S):
                     weights[b, h, i, j] = exps[j] / sum(exps)
                     context[b, i, h] += weights[b, h, i, j] * v[b, j, h]

@@ -1,13 +1,13 @@
-"""Tests of `keras_structattn.layers.GraphMultiHeadAttention` (SA-M4C, seed 000).
+"""Tests of `keras_structattn.layers.GraphMultiHeadAttention` (SA-M4C).
 
 The layer is checked against a NumPy reference written here with explicit
-loops over batch, head, query and key, straight from
-the SA-M4C paper (Kant et al., 2020, arXiv:2007.12146; docs/graph_attention.md): projections with the
-layer's own kernels, logits scaled by key_dim**-0.5, head h may use the edge
-(i, j) iff its label is in the head's subset (13 = every head, 14 = none)
-and the masks allow it, optional beta[h, label] on the logits, optional
-top-k per row, softmax over the allowed keys, zero weights for rows without
-any, output projection. Plus the head tables of the spec, MHA equivalence,
+loops over batch, head, query and key, straight from the SA-M4C paper (Kant
+et al., 2020, arXiv:2007.12146; docs/graph_attention.md): projections with
+the layer's own kernels, logits scaled by key_dim**-0.5, head h may use the
+edge (i, j) iff its label is in the head's subset (13 = every head, 14 =
+none) and the masks allow it, optional beta[h, label] on the logits,
+optional top-k per row, softmax over the allowed keys, zero weights for rows
+without any, output projection. Plus the head tables of the spec, MHA equivalence,
 Keras conventions (config and `.keras` round trips, symbolic shapes, `fit`
 under XLA, mixed precision, dropout seeds) and argument validation.
 """
@@ -77,14 +77,14 @@ def reference(layer, query, value, relations, mask=None):
                     logits.append(logit)
                     allowed.append(ok)
                 if layer._top_k is not None:
-                    kept = sorted((l for l, ok in zip(logits, allowed) if ok), reverse=True)
+                    kept = sorted((logit for logit, ok in zip(logits, allowed) if ok), reverse=True)
                     if len(kept) > layer._top_k:
                         kth = kept[layer._top_k - 1]
-                        allowed = [ok and l >= kth for l, ok in zip(logits, allowed)]
+                        allowed = [ok and logit >= kth for logit, ok in zip(logits, allowed)]
                 if not any(allowed):
                     continue  # zero weights, zero context
-                top = max(l for l, ok in zip(logits, allowed) if ok)
-                exps = [math.exp(l - top) if ok else 0.0 for l, ok in zip(logits, allowed)]
+                top = max(logit for logit, ok in zip(logits, allowed) if ok)
+                exps = [math.exp(logit - top) if ok else 0.0 for logit, ok in zip(logits, allowed)]
                 total = sum(exps)
                 for j in range(S):
                     weights[b, h, i, j] = exps[j] / total
@@ -177,7 +177,7 @@ def test_weights_are_a_distribution_over_allowed_keys(seed, top_k):
 def test_head_tables_of_the_spec():
     """Spec section 3, written out by hand: head h owns label h + 1; the
     direction heads (labels 4..11) add neighbours on each side, wrapping."""
-    assert rt.context_head_relations(1) == [[l] for l in range(1, 13)]
+    assert rt.context_head_relations(1) == [[label] for label in range(1, 13)]
     c3 = rt.context_head_relations(3)
     assert c3[:3] == [[1], [2], [3]] and c3[11] == [12]
     assert c3[3] == [4, 5, 11]  # label 4: 11 (wrapped) and 5

@@ -1,8 +1,9 @@
-"""Tests of `PositionalMultiHeadAttention` (MCAN+PA, seed 003).
+"""Tests of `PositionalMultiHeadAttention` (MCAN+PA).
 
 The reference below computes the layer with explicit loops over batch,
-head, query and key, from the paper's Eqs. 5-8 and 13-14 (docs/positional_attention.md): semantic logits
-`q.k / sqrt(d_h)`; positional logits from the projected position vectors
+head, query and key, from the paper's Eqs. 5-8 and 13-14
+(docs/positional_attention.md): semantic logits `q.k / sqrt(d_h)`;
+positional logits from the projected position vectors
 (`p_q.p_k / sqrt(d_h)`) or from the box geometry (the loop references of
 tests/ops/test_box_geometry.py, projected by `W_G`); the fusion; a softmax
 over the allowed keys with zero rows; the output projection.
@@ -98,8 +99,8 @@ def reference(layer, query, value, query_pos, key_pos, mask=None):
                     allowed.append(mask is None or bool(mask[b, i, j]))
                 if not any(allowed):
                     continue
-                top = max(l for l, ok in zip(logits, allowed) if ok)
-                exps = [math.exp(l - top) if ok else 0.0 for l, ok in zip(logits, allowed)]
+                top = max(logit for logit, ok in zip(logits, allowed) if ok)
+                exps = [math.exp(logit - top) if ok else 0.0 for logit, ok in zip(logits, allowed)]
                 for j in range(S):
                     weights[b, h, i, j] = exps[j] / sum(exps)
                     context[b, i, h] += weights[b, h, i, j] * v[b, j, h]
@@ -359,8 +360,11 @@ def test_positions_given_once_equal_positions_per_example(compiled):
     x, v = data["query"], data["value"]
     mask = np.ones((3, 4, 6), bool)
     mask[1, :, 3:] = False
-    for layer, names in ((positional_multimodal_attention(2, 3), ("query_positions", "key_positions")),
-                         (positional_object_attention(2, 3), ("query_boxes", "key_boxes"))):
+    cases = (
+        (positional_multimodal_attention(2, 3), ("query_positions", "key_positions")),
+        (positional_object_attention(2, 3), ("query_boxes", "key_boxes")),
+    )
+    for layer, names in cases:
         repeated = {n: np.repeat(data[n][:1], 3, axis=0) for n in names}
         layer(x, v, **repeated)
         randomize(layer, 16, scale=0.3)

@@ -31,7 +31,7 @@ LAYOUTS = [
     (9, 3, 3, 3),  # every rectangle of a 3 x 3 grid
     (6, 6, 1, 2),  # a 6 x 1 column
 ]
-LAYOUT_IDS = [f"L{l}_H{h}_w{w}_h{mh}" for l, h, w, mh in LAYOUTS]
+LAYOUT_IDS = [f"L{length}_H{h}_w{w}_h{mh}" for length, h, w, mh in LAYOUTS]
 
 PROPERTY_SETTINGS = settings(max_examples=25, deadline=None)
 
@@ -41,7 +41,9 @@ SOME_LAYOUTS = [(1, 1, 3, 2), (7, 1, 3, 1), (15, 3, 2, 2), (8, 4, 2, 3)]
 LAYOUT_AXES = [(layout, -2) for layout in LAYOUTS] + [
     (layout, -1) for layout in SOME_LAYOUTS
 ]
-LAYOUT_AXIS_IDS = [f"{LAYOUT_IDS[LAYOUTS.index(l)]}_axis{a}" for l, a in LAYOUT_AXES]
+LAYOUT_AXIS_IDS = [
+    f"{LAYOUT_IDS[LAYOUTS.index(layout)]}_axis{a}" for layout, a in LAYOUT_AXES
+]
 
 
 def _layout(memory_height, max_area_width, max_area_height):
@@ -110,7 +112,7 @@ def test_area_coordinates_match_reference_enumeration(layout):
     # area_shapes lists the fitting shapes in order with their position counts.
     shapes = area_shapes(length, memory_height, max_w, max_h)
     seen = []
-    for r, c, h, w in ref.enumerate_areas(length, memory_height, max_w, max_h):
+    for _, _, h, w in ref.enumerate_areas(length, memory_height, max_w, max_h):
         if not seen or seen[-1] != (h, w):
             seen.append((h, w))
     assert [(h, w) for h, w, _, _ in shapes] == seen

@@ -414,7 +414,7 @@ LARGE_CASES = [
 @pytest.mark.parametrize(
     "layout,value_mode",
     LARGE_CASES,
-    ids=[f"L{l[0]}_H{l[1]}_{l[2]}x{l[3]}-{m}" for l, m in LARGE_CASES],
+    ids=[f"L{layout[0]}_H{layout[1]}_{layout[2]}x{layout[3]}-{m}" for layout, m in LARGE_CASES],
 )
 def test_fast_equals_direct_large(layout, value_mode):
     length = layout[0]

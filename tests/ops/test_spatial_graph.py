@@ -114,19 +114,19 @@ def ref_textvqa(
     def kind(t):
         return "q" if t < lq else ("g" if t < lq + ng else "d")
 
+    def valid(b, t):
+        if kind(t) == "q":
+            return question_mask[b, t]
+        if kind(t) == "g":
+            return graph_mask[b, t - lq]
+        return True
+
     out = np.full((batch, length, length), -1, np.int64)
     for b in range(batch):
-        def valid(t):
-            if kind(t) == "q":
-                return question_mask[b, t]
-            if kind(t) == "g":
-                return graph_mask[b, t - lq]
-            return True
-
         for i in range(length):
             for j in range(length):
                 qk, kk = kind(i), kind(j)
-                if qk == "q" or not valid(j) or not valid(i):
+                if qk == "q" or not valid(b, j) or not valid(b, i):
                     label = BLOCKED
                 elif qk == "g":
                     if kk == "q":

@@ -35,7 +35,13 @@ SHAPE_CONFUSIONS = {
     "triangle": ("pyramid", "diamond"),
     "diamond": ("rhombus", "square"),
 }
-ANSWER_TYPES = {"number": "number", "yes/no": "yes/no", "color": "other", "shape": "other", "text": "other"}
+ANSWER_TYPES = {
+    "number": "number",
+    "yes/no": "yes/no",
+    "color": "other",
+    "shape": "other",
+    "text": "other",
+}
 
 
 def _typo(rng, word):

@@ -1,11 +1,12 @@
 """Trivial baselines: the floor every Shapes world recipe has to beat.
 
-| task | baseline | metric |
-| --- | --- | --- |
-| VQA | the train majority answer of the question's type | VQA accuracy (official formula) |
-| TextVQA | the train majority answer of the question's type | VQA accuracy |
-| grounding | the biggest box of the scene | accuracy at IoU >= 0.5 |
-| captioning | "a <size> <colour> <shape>" of the biggest shape | CIDEr-D and BLEU-4 (pycocoevalcap) |
+- VQA: the train majority answer of the question's type; metric: VQA
+  accuracy (official formula).
+- TextVQA: the train majority answer of the question's type; metric: VQA
+  accuracy.
+- grounding: the biggest box of the scene; metric: accuracy at IoU >= 0.5.
+- captioning: "a <size> <colour> <shape>" of the biggest shape; metrics:
+  CIDEr-D and BLEU-4 (pycocoevalcap).
 
 VQA accuracy of a prediction against 10 answers is the VQA evaluation's:
 the mean over the 10 leave-one-out subsets of `min(1, matches / 3)`. The

@@ -84,7 +84,9 @@ def _pair_text(scene, a, relation, b, rng):
     fa, fb = _full(scene.shapes[a], rng), _full(scene.shapes[b], rng)
     pa, pb = d.noun_phrase(fa, rng, "a"), d.noun_phrase(fb, rng, "a")
     word = d.relation_word(relation, rng)
-    text = d.choice(rng, (f"{pa} {word} {pb}", f"{pa} is {word} {pb}", f"there is {pa} {word} {pb}"))
+    text = d.choice(
+        rng, (f"{pa} {word} {pb}", f"{pa} is {word} {pb}", f"there is {pa} {word} {pb}")
+    )
     facts = [
         {"kind": "relation", "a": f"o{a}", "relation": relation, "b": f"o{b}"},
         _attributes_fact(scene, a, fa),
@@ -151,7 +153,9 @@ def _text(scene, rng):
         ))
     else:
         word = d.relation_word(relation, rng)
-        text = d.choice(rng, (f"a sign saying {words} {word} {shape}", f"the {noun} {words} {word} {shape}"))
+        text = d.choice(
+            rng, (f"a sign saying {words} {word} {shape}", f"the {noun} {words} {word} {shape}")
+        )
     facts = [
         {"kind": "text", "node": f"s{k}", "text": words},
         {"kind": "relation", "a": f"s{k}", "relation": relation, "b": f"o{sign.anchor}"},

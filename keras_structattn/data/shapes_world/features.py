@@ -9,11 +9,12 @@ carry what a perfect low-level detector would see, and nothing more.
 **Region features** (`REGION_FEATURE_DIM` = 30 per box; the "bottom-up"
 features of region-based models such as MCAN, MUAN, M4C):
 
-| dims | what |
-| --- | --- |
-| 0-8 | palette histogram of the box's pixels (fractions, sums to 1) |
-| 9-24 | 4x4 occupancy grid of the box: in each cell, the fraction of pixels whose palette index is the box's *main* index (the most frequent non-background index, lowest on ties; background if the box is all background) |
-| 25-29 | normalised box `x1, y1, x2, y2` and area |
+- dims 0-8: palette histogram of the box's pixels (fractions, sums to 1).
+- dims 9-24: 4x4 occupancy grid of the box: in each cell, the fraction of
+  pixels whose palette index is the box's *main* index (the most frequent
+  non-background index, lowest on ties; background if the box is all
+  background).
+- dims 25-29: normalised box `x1, y1, x2, y2` and area.
 
 **Grid features** (`grid_feature_dim()` = 36 per cell; for grid-based
 captioners): the image is cut into `grid_size x grid_size` cells, each cell
@@ -54,8 +55,16 @@ def palette_indices(image):
         ValueError: if a pixel is not a palette colour.
     """
     image = np.asarray(image, np.uint8)
-    codes = (image[..., 0].astype(np.int64) << 16) | (image[..., 1].astype(np.int64) << 8) | image[..., 2]
-    palette_codes = (PALETTE[:, 0].astype(np.int64) << 16) | (PALETTE[:, 1].astype(np.int64) << 8) | PALETTE[:, 2]
+    codes = (
+        (image[..., 0].astype(np.int64) << 16)
+        | (image[..., 1].astype(np.int64) << 8)
+        | image[..., 2]
+    )
+    palette_codes = (
+        (PALETTE[:, 0].astype(np.int64) << 16)
+        | (PALETTE[:, 1].astype(np.int64) << 8)
+        | PALETTE[:, 2]
+    )
     order = np.argsort(palette_codes)
     pos = np.clip(np.searchsorted(palette_codes[order], codes), 0, len(order) - 1)
     found = palette_codes[order][pos] == codes

@@ -84,7 +84,8 @@ def _expression(scene, rng, i, use_relation):
 
         facts = [
             {"kind": "attributes", "node": f"o{i}", "values": f},
-            {"kind": "only", "node": f"o{i}", "relation": relation, "b": f"o{landmark}", "among": "shapes", "filter": f},
+            {"kind": "only", "node": f"o{i}", "relation": relation, "b": f"o{landmark}",
+             "among": "shapes", "filter": f},
             {"kind": "unique", "node": f"o{landmark}", "filter": lf},
         ]
     else:

@@ -9,7 +9,6 @@ to these caps).
 
 import collections
 
-
 # Largest share of one answer within a question type (VQA, then TextVQA).
 ANSWER_SHARE_CAPS = {
     "vqa": {"count": 0.35, "color": 0.3, "shape": 0.4, "exist": 0.6, "relation": 0.3},
@@ -121,12 +120,22 @@ def format_report(summary, baselines=None, distribution_split="train"):
     Returns:
         The report as one string.
     """
-    lines = [f"Shapes world: tasks {', '.join(summary['tasks'])}; generated in {summary['seconds']:.1f} s"]
+    lines = [
+        f"Shapes world: tasks {', '.join(summary['tasks'])}; "
+        f"generated in {summary['seconds']:.1f} s"
+    ]
     header = ["split", "scenes", "shapes", "nested", "signs", "tokens"]
     tasks = [t for t in ("captions", "vqa", "refs", "textvqa") if t in summary["tasks"]]
     lines.append("  " + " ".join(f"{h:>8}" for h in header + tasks) + "  seconds")
     for name, info in summary["splits"].items():
-        cells = [name, info["scenes"], info["shapes"], info["nested_shapes"], info["signs"], info["ocr_tokens"]]
+        cells = [
+            name,
+            info["scenes"],
+            info["shapes"],
+            info["nested_shapes"],
+            info["signs"],
+            info["ocr_tokens"],
+        ]
         cells += [info[t] for t in tasks]
         lines.append("  " + " ".join(f"{c:>8}" for c in cells) + f"  {info['seconds']:.1f}")
     lines.append("  retries / fallbacks / skipped items:")
@@ -143,10 +152,16 @@ def format_report(summary, baselines=None, distribution_split="train"):
             extra += [f"{k} {v}" for k, v in info.items() if k.endswith("_bias_conflict")]
         if extra:
             lines.append("      " + "; ".join(extra))
-    split = distribution_split if distribution_split in summary["splits"] else next(iter(summary["splits"]))
+    if distribution_split in summary["splits"]:
+        split = distribution_split
+    else:
+        split = next(iter(summary["splits"]))
     info = summary["splits"][split]
     if summary.get("bias") and split in summary["bias"]["splits"]:
-        lines.append("  (the caps are for unbiased splits: colour answers of a biased split are skewed on purpose)")
+        lines.append(
+            "  (the caps are for unbiased splits: "
+            "colour answers of a biased split are skewed on purpose)"
+        )
     for task in ("vqa", "textvqa"):
         if f"{task}_answers" in info:
             lines.append(f"  {task} answers per question type ({split}):")
@@ -160,7 +175,9 @@ def format_report(summary, baselines=None, distribution_split="train"):
             if task in baselines:
                 b = baselines[task]
                 per = ", ".join(f"{t} {v:.1f}" for t, v in b["per_type"].items())
-                lines.append(f"    {task} majority per type: {b['overall']:.2f}% VQA accuracy ({per})")
+                lines.append(
+                    f"    {task} majority per type: {b['overall']:.2f}% VQA accuracy ({per})"
+                )
         if "refs" in baselines:
             b = baselines["refs"]
             lines.append(

@@ -448,7 +448,11 @@ def _try_scene(rng, config, split, counters):
         else:
             (x1, y1), parent = placed[i], None
         shapes.append(
-            Shape(attrs[i][0], attrs[i][1], attrs[i][2], (x1, y1, x1 + sides[i], y1 + sides[i]), parent)
+            Shape(
+                attrs[i][0], attrs[i][1], attrs[i][2],
+                (x1, y1, x1 + sides[i], y1 + sides[i]),
+                parent,
+            )
         )
 
     image, palette_map, id_map = render_shapes(shapes, canvas)
@@ -504,7 +508,8 @@ def _draw_sign(image, palette_map, id_map, words, x1, y1, canvas, sign_id):
     for word, (tx1, ty1, tx2, ty2) in zip(words, _token_boxes(words, x1, y1, canvas)):
         region = palette_map[ty1:ty2, tx1:tx2]
         region[_ink(word, letter, height)] = INK
-    image[y1 : y1 + height, x1 : x1 + width] = PALETTE[palette_map[y1 : y1 + height, x1 : x1 + width]]
+    rows, cols = slice(y1, y1 + height), slice(x1, x1 + width)
+    image[rows, cols] = PALETTE[palette_map[rows, cols]]
 
 
 def _sign_words(rng, probabilities):
@@ -572,7 +577,9 @@ def _place_signs(rng, config, shapes, image, palette_map, id_map, counters):
         mode = SIGN_PLACEMENTS[rng.choice(3, p=p / p.sum())]
         # Three words rarely fit inside a shape: signs meant to go on one
         # have one or two.
-        words = _sign_words(rng, ON_SHAPE_WORD_PROBABILITIES if mode == "on" else SIGN_WORD_PROBABILITIES)
+        words = _sign_words(
+            rng, ON_SHAPE_WORD_PROBABILITIES if mode == "on" else SIGN_WORD_PROBABILITIES
+        )
         height, width = _sign_size(words, canvas)
         spot = anchor = None
         if mode == "on":
@@ -676,7 +683,9 @@ def sample_scene(rng, config, split, index, image_id, counters):
         )
     shapes, signs, image, palette_map = result
     signs = [
-        dataclasses.replace(s, ocr_words=tuple(_ocr_read(rng, w, config.ocr_noise) for w in s.words))
+        dataclasses.replace(
+            s, ocr_words=tuple(_ocr_read(rng, w, config.ocr_noise) for w in s.words)
+        )
         for s in signs
     ]
     scene = Scene(split, index, image_id, config.canvas_size, shapes, signs, image, palette_map)

@@ -3,13 +3,15 @@
 Up to `QUESTIONS_PER_SCENE` = 2 questions per scene with text (see
 `make_textvqa` for how they are drawn). Types (`question_type`):
 
-| type | source | example | answer |
-| --- | --- | --- | --- |
-| written_on | ocr | "what is written on the blue square?" | the sign's 1-2 words |
-| direction | ocr | "what word is right of the red circle?", "what does the sign below the box say?" | the sign's 1-3 words |
-| host_shape | vocab | "what shape has the word cafe on it?" | a shape |
-| host_color | vocab | "what color is the shape with cafe written on it?" | a colour |
-| count_signs | vocab | "how many signs are there?" | "1".."4" |
+- `written_on` (answer from the OCR tokens): "what is written on the blue
+  square?"; answer: the sign's 1-2 words.
+- `direction` (OCR): "what word is right of the red circle?", "what does the
+  sign below the box say?"; answer: the sign's 1-3 words.
+- `host_shape` (answer from the vocabulary): "what shape has the word cafe
+  on it?"; answer: a shape.
+- `host_color` (vocabulary): "what color is the shape with cafe written on
+  it?"; answer: a colour.
+- `count_signs` (vocabulary): "how many signs are there?"; answer: "1".."4".
 
 An OCR answer is the sign's words joined by spaces; the question record
 keeps the indices of those OCR tokens (`answer_tokens`), so a pointer
@@ -51,13 +53,18 @@ def _hosted(scene):
         if sign.placement != "on":
             continue
         host = f"o{sign.anchor}"
-        if stated_relation(scene, f"s{k}", host) == "inside" and _all_tokens(scene, k, "inside", host):
+        if stated_relation(scene, f"s{k}", host) == "inside" and _all_tokens(
+            scene, k, "inside", host
+        ):
             out.append((k, sign.anchor))
     return out
 
 
 def _token_facts(scene, k, relation, b):
-    return [{"kind": "relation", "a": f"t{t}", "relation": relation, "b": b} for t in _tokens_of(scene, k)]
+    return [
+        {"kind": "relation", "a": f"t{t}", "relation": relation, "b": b}
+        for t in _tokens_of(scene, k)
+    ]
 
 
 def _written_on(scene, rng, exclude=()):
@@ -65,7 +72,11 @@ def _written_on(scene, rng, exclude=()):
     for k, host in _hosted(scene):
         if k in exclude:
             continue
-        others = [j for j in range(len(scene.signs)) if j != k and relation_holds(scene, f"s{j}", "inside", f"o{host}")]
+        others = [
+            j
+            for j in range(len(scene.signs))
+            if j != k and relation_holds(scene, f"s{j}", "inside", f"o{host}")
+        ]
         if others:
             continue
         for f in d.unique_filters(scene.shapes, host):
@@ -80,7 +91,8 @@ def _written_on(scene, rng, exclude=()):
     facts = [
         {"kind": "unique", "node": f"o{host}", "filter": f},
         {"kind": "text", "node": f"s{k}", "text": d.sign_text(scene.signs[k])},
-        {"kind": "only", "node": f"s{k}", "relation": "inside", "b": f"o{host}", "among": "signs", "filter": {}},
+        {"kind": "only", "node": f"s{k}", "relation": "inside", "b": f"o{host}",
+         "among": "signs", "filter": {}},
         *_token_facts(scene, k, "inside", f"o{host}"),
     ]
     return d.choice(rng, options), d.sign_text(scene.signs[k]), "text", facts, k
@@ -95,7 +107,11 @@ def _direction(scene, rng, exclude=()):
             continue
         for relation in DIRECTIONS:
             hits = [k for k in range(n_signs) if relation_holds(scene, f"s{k}", relation, f"o{i}")]
-            if len(hits) == 1 and hits[0] not in exclude and _all_tokens(scene, hits[0], relation, f"o{i}"):
+            if (
+                len(hits) == 1
+                and hits[0] not in exclude
+                and _all_tokens(scene, hits[0], relation, f"o{i}")
+            ):
                 candidates.extend((hits[0], relation, i, f) for f in filters)
     if not candidates:
         return None
@@ -109,7 +125,8 @@ def _direction(scene, rng, exclude=()):
         {"kind": "unique", "node": f"o{i}", "filter": f},
         {"kind": "text", "node": f"s{k}", "text": d.sign_text(scene.signs[k])},
         {"kind": "relation", "a": f"s{k}", "relation": relation, "b": f"o{i}"},
-        {"kind": "only", "node": f"s{k}", "relation": relation, "b": f"o{i}", "among": "signs", "filter": {}},
+        {"kind": "only", "node": f"s{k}", "relation": relation, "b": f"o{i}",
+         "among": "signs", "filter": {}},
         *_token_facts(scene, k, relation, f"o{i}"),
     ]
     return d.choice(rng, options), d.sign_text(scene.signs[k]), "text", facts, k
@@ -125,7 +142,10 @@ def _host(scene, rng, asked):
     noun = "word" if len(scene.signs[k].words) == 1 else "words"
     generic = d.choice(rng, d.GENERIC_NOUNS)
     if asked == "shape":
-        question = d.choice(rng, (f"what shape has the {noun} {text} on it?", f"what shape is {text} written on?"))
+        question = d.choice(rng, (
+            f"what shape has the {noun} {text} on it?",
+            f"what shape is {text} written on?",
+        ))
     else:
         question = d.choice(rng, (
             f"what color is the {generic} with {text} written on it?",
@@ -143,7 +163,11 @@ def _host(scene, rng, asked):
 
 def _count_signs(scene, rng):
     n = len(scene.signs)
-    question = d.choice(rng, ("how many signs are there?", "how many signs can you see?", "how many signs are in the image?"))
+    question = d.choice(rng, (
+        "how many signs are there?",
+        "how many signs can you see?",
+        "how many signs are in the image?",
+    ))
     facts = [{"kind": "count", "of": "signs", "filter": {}, "count": n}]
     return question, str(n), "number", facts, None
 

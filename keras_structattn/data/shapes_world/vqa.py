@@ -3,13 +3,14 @@
 One question of each type per scene where the scene allows one (a type with
 no valid question is skipped and counted as `vqa_skipped/<type>`):
 
-| question_type | answer_type | example | answers |
-| --- | --- | --- | --- |
-| count | number | "how many red shapes are there?" | "0".."10" |
-| color | other | "what color is the big circle?" | colours |
-| shape | other | "what shape is the purple object?" | shapes |
-| exist | yes/no | "is there a green triangle?" | yes / no |
-| relation | other or yes/no | "what is above the green triangle?", "what color is the shape left of the box?", "is the red disc below the blue square?" | shapes, colours, yes / no |
+- `count` (answer_type number): "how many red shapes are there?"; answers
+  "0".."10".
+- `color` (other): "what color is the big circle?"; answers: colours.
+- `shape` (other): "what shape is the purple object?"; answers: shapes.
+- `exist` (yes/no): "is there a green triangle?"; answers: yes / no.
+- `relation` (other or yes/no): "what is above the green triangle?", "what
+  color is the shape left of the box?", "is the red disc below the blue
+  square?"; answers: shapes, colours, yes / no.
 
 Every object a question names is uniquely described (`describe`), and a
 relation question's answer is the only shape in that relation to it
@@ -123,7 +124,11 @@ def _exist(scene, rng):
     answer, f = _draw(rng, candidates)
     phrase = d.noun_phrase(f, rng, determiner="a")
     plural = d.noun_phrase(f, rng, determiner="", plural=True)
-    question = d.choice(rng, (f"is there {phrase}?", f"are there any {plural}?", f"is there {phrase} in the image?"))
+    question = d.choice(rng, (
+        f"is there {phrase}?",
+        f"are there any {plural}?",
+        f"is there {phrase} in the image?",
+    ))
     facts = [{"kind": "exists", "filter": f, "value": answer == "yes"}]
     return question, answer, "yes/no", facts
 
@@ -152,7 +157,9 @@ def _relation_what(scene, rng, landmarks, form):
     word = d.choice(rng, QUESTION_RELATION_WORDS[relation])
     landmark = d.noun_phrase(f, rng)
     if form == "what_shape":
-        question = d.choice(rng, (f"what is {word} {landmark}?", f"what shape is {word} {landmark}?"))
+        question = d.choice(
+            rng, (f"what is {word} {landmark}?", f"what shape is {word} {landmark}?")
+        )
         kind = "shape"
     else:
         noun = d.choice(rng, d.GENERIC_NOUNS)
@@ -160,7 +167,8 @@ def _relation_what(scene, rng, landmarks, form):
         kind = "color"
     facts = [
         _unique(j, f),
-        {"kind": "only", "node": f"o{i}", "relation": relation, "b": f"o{j}", "among": "shapes", "filter": {}},
+        {"kind": "only", "node": f"o{i}", "relation": relation, "b": f"o{j}",
+         "among": "shapes", "filter": {}},
         {"kind": "attributes", "node": f"o{i}", "values": {kind: answer}},
     ]
     return question, answer, kind, facts

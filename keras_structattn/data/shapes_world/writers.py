@@ -94,7 +94,8 @@ def write_png(path, image):
 
     def chunk(tag, data):
         body = tag + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
+        crc = struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
+        return struct.pack(">I", len(data)) + body + crc
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
     with open(path, "wb") as f:
@@ -171,7 +172,9 @@ def vqa_files(split, bias):
     for scene, records in zip(split.scenes, split.tasks["vqa"]):
         for k, r in enumerate(records):
             qid = scene.image_id * 10 + k
-            questions.append({"question_id": qid, "image_id": scene.image_id, "question": r["question"]})
+            questions.append(
+                {"question_id": qid, "image_id": scene.image_id, "question": r["question"]}
+            )
             ann = {
                 "question_id": qid,
                 "image_id": scene.image_id,
