@@ -26,7 +26,7 @@ from keras_structattn.ops.spatial_graph import spatial_relations_numpy
 
 PLATE_RGB = (240, 240, 240)
 INK_RGB = (0, 0, 0)
-# The direction sectors of the spatial-graph spec (y down): labels whose
+# The direction sectors of the spatial graph (docs/graph_attention.md; y down): labels whose
 # 45-degree sectors border due left / right / up / down.
 SECTORS = {"left of": {7, 8}, "right of": {11, 4}, "above": {9, 10}, "below": {5, 6}}
 OPPOSITE = {

@@ -1,6 +1,6 @@
 """The spatial relation graph of SA-M4C (`keras_structattn.ops.spatial_graph`)
-against a brute-force reference written from the spec
-(`shared/specs/spatial_graph.md`, sections 1, 2, 4, 5): hand-made boundary
+against a brute-force reference written from the relation rules of SA-M4C
+(Kant et al., 2020, arXiv:2007.12146; docs/graph_attention.md): hand-made boundary
 cases, random boxes, symmetry, the TextVQA sequence table, jit, the random
 baseline and argument checks.
 
@@ -32,7 +32,7 @@ GRID = 256
 
 # --------------------------------------------------------------------------
 # Brute-force reference: explicit loops over pairs, Python floats (float64)
-# and `math`, straight from the spec text.
+# and `math`, straight from the rules as docs/graph_attention.md states them.
 
 
 def ref_is_padding(box):
@@ -102,7 +102,7 @@ def ref_relations(boxes, valid=None, threshold=0.5):
 def ref_textvqa(
     question_mask, object_boxes, object_mask, ocr_boxes, ocr_mask, decoder_length, threshold=0.5
 ):
-    """Spec section 4 cell by cell."""
+    """The relation labels, cell by cell."""
     question_mask = np.asarray(question_mask, bool)
     graph_mask = np.concatenate([object_mask, ocr_mask], axis=1).astype(bool)
     boxes = np.concatenate([object_boxes, ocr_boxes], axis=1)
@@ -291,7 +291,7 @@ def test_paths_agree_on_arbitrary_float32_boxes():
 
 
 # --------------------------------------------------------------------------
-# Hand-made cases: expected labels worked out by hand from the spec, checked
+# Hand-made cases: expected labels worked out by hand from the rules, checked
 # on the reference too (so that the reference is checked as well).
 
 B0 = box(0.5, 0.5, 1 / 16)  # the box that the others are placed around
