@@ -7,7 +7,8 @@ the layer's own kernels, logits scaled by key_dim**-0.5, head h may use the
 edge (i, j) iff its label is in the head's subset (13 = every head, 14 =
 none) and the masks allow it, optional beta[h, label] on the logits,
 optional top-k per row, softmax over the allowed keys, zero weights for rows
-without any, output projection. Plus the released head tables (docs/graph_attention.md), MHA equivalence,
+without any, output projection. Plus the released head tables
+(docs/graph_attention.md), MHA equivalence,
 Keras conventions (config and `.keras` round trips, symbolic shapes, `fit`
 under XLA, mixed precision, dropout seeds) and argument validation.
 """
@@ -175,8 +176,9 @@ def test_weights_are_a_distribution_over_allowed_keys(seed, top_k):
 
 
 def test_head_tables_written_out():
-    """The released head tables (docs/graph_attention.md), written out by hand: head h owns label h + 1; the
-    direction heads (labels 4..11) add neighbours on each side, wrapping."""
+    """The released head tables (docs/graph_attention.md), written out by
+    hand: head h owns label h + 1; the direction heads (labels 4..11) add
+    neighbours on each side, wrapping."""
     assert rt.context_head_relations(1) == [[label] for label in range(1, 13)]
     c3 = rt.context_head_relations(3)
     assert c3[:3] == [[1], [2], [3]] and c3[11] == [12]
