@@ -205,20 +205,7 @@ def tokenize_pairs(pairs, source_vocab, target_vocab):
     return TokenizedPairs(*source, *target)
 
 
-def make_translation_dataset(
-    pairs,
-    source_vocab,
-    target_vocab,
-    *,
-    batch_tokens=4096,
-    max_length=64,
-    length_bucket_step=1.1,
-    min_bucket_length=8,
-    shuffle=True,
-    seed=None,
-    repeat=False,
-    shuffle_buffer=10000,
-):
+def make_translation_dataset(pairs, source_vocab, target_vocab, **options):
     """A bucketed `tf.data.Dataset` of translation batches, and a report.
 
     `tokenize_pairs` then `make_tokenized_dataset`: the pairs are tokenised
@@ -231,14 +218,10 @@ def make_translation_dataset(
         source_vocab: vocabulary of the sources (`SubwordVocab` or
             `CharVocab`; anything with `tf_encode`).
         target_vocab: vocabulary of the targets (may be `source_vocab`).
-        batch_tokens: tokens per batch, at most.
-        max_length: longest sequence kept, in tokens, EOS included.
-        length_bucket_step: growth factor of the bucket boundaries, > 1.
-        min_bucket_length: the first bucket boundary.
-        shuffle: shuffle the pairs before batching, anew in each epoch.
-        seed: `None` or an int seed for the shuffle.
-        repeat: repeat the data forever.
-        shuffle_buffer: size of the shuffle buffer.
+        **options: the keyword arguments of `make_tokenized_dataset`
+            (`batch_tokens`, `max_length`, `length_bucket_step`,
+            `min_bucket_length`, `shuffle`, `seed`, `repeat`,
+            `shuffle_buffer`).
 
     Returns:
         `(dataset, report)`: see `make_tokenized_dataset`.
@@ -246,31 +229,7 @@ def make_translation_dataset(
     Raises:
         ValueError: on an invalid argument (names it and the allowed values).
     """
-    # Arguments first, so that a bad one is named before any tokenising.
-    _check_options(batch_tokens, max_length, length_bucket_step, min_bucket_length,
-                   seed, shuffle_buffer)
-    return make_tokenized_dataset(
-        tokenize_pairs(pairs, source_vocab, target_vocab),
-        batch_tokens=batch_tokens,
-        max_length=max_length,
-        length_bucket_step=length_bucket_step,
-        min_bucket_length=min_bucket_length,
-        shuffle=shuffle,
-        seed=seed,
-        repeat=repeat,
-        shuffle_buffer=shuffle_buffer,
-    )
-
-
-def _check_options(batch_tokens, max_length, length_bucket_step, min_bucket_length,
-                   seed, shuffle_buffer):
-    _checks.positive_int("batch_tokens", batch_tokens)
-    _checks.positive_int("max_length", max_length)
-    _checks.positive_int("min_bucket_length", min_bucket_length)
-    _checks.positive_int("shuffle_buffer", shuffle_buffer)
-    _check_step(length_bucket_step)
-    if seed is not None:
-        _checks.non_negative_int("seed", seed)
+    return make_tokenized_dataset(tokenize_pairs(pairs, source_vocab, target_vocab), **options)
 
 
 def _length_report(tokens, max_length):
@@ -367,8 +326,13 @@ def make_tokenized_dataset(
     Raises:
         ValueError: on an invalid argument (names it and the allowed values).
     """
-    _check_options(batch_tokens, max_length, length_bucket_step, min_bucket_length,
-                   seed, shuffle_buffer)
+    _checks.positive_int("batch_tokens", batch_tokens)
+    _checks.positive_int("max_length", max_length)
+    _checks.positive_int("min_bucket_length", min_bucket_length)
+    _checks.positive_int("shuffle_buffer", shuffle_buffer)
+    _check_step(length_bucket_step)
+    if seed is not None:
+        _checks.non_negative_int("seed", seed)
     if not isinstance(tokens, TokenizedPairs):
         raise ValueError(
             "Argument `tokens` must be a `TokenizedPairs` (see `tokenize_pairs`). "
