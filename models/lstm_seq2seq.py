@@ -278,12 +278,11 @@ class LSTMSeq2Seq(keras.Model):
 
     def initial_cache(self, encoder, encoder_mask, max_decode_length=None):
         """Decoder state: LSTM states, the attentional vector and the
-        projected encoder keys/values (batch-leading, for beam search).
-        `max_decode_length` is unused (the LSTM state has a fixed size)."""
-        outputs = encoder["outputs"]
+        encoder outputs projected once by the attention (a static cache;
+        batch-leading, for beam search). `max_decode_length` is unused (the
+        LSTM state has a fixed size)."""
         cache = {
-            "encoder_key": self.attention._key_dense(outputs),
-            "encoder_value": self.attention._value_dense(outputs),
+            "encoder_memory": self.attention.project_memory(encoder["outputs"]),
             "encoder_mask": encoder_mask,
             "attentional": ops.zeros_like(encoder["states"][-1][0]),
         }
@@ -298,13 +297,12 @@ class LSTMSeq2Seq(keras.Model):
         for i, cell in enumerate(self.decoder_cells):
             x, (h, c) = cell(x, [cache[f"h{i}"], cache[f"c{i}"]], training=training)
             new_cache[f"h{i}"], new_cache[f"c{i}"] = h, c
-        attention = self.attention
-        query = attention._query_dense(ops.expand_dims(x, 1))
         mask = ops.expand_dims(ops.cast(cache["encoder_mask"], "bool"), 1)
-        context, _ = attention._compute_attention(
-            query, cache["encoder_key"], cache["encoder_value"], mask, training=False
+        context, _ = self.attention(
+            ops.expand_dims(x, 1), None, attention_mask=mask,
+            cache=cache["encoder_memory"], training=False,
         )
-        context = attention._output_dense(context)[:, 0, :]
+        context = context[:, 0, :]
         attentional = self.attentional(ops.concatenate([context, x], axis=-1))
         new_cache["attentional"] = attentional
         return attentional, new_cache

@@ -1,27 +1,28 @@
 """Pre-norm Transformer encoder and decoder blocks, tensor2tensor style.
 
-Each attention of a block is either `keras.layers.MultiHeadAttention` or
-`MultiHeadAreaAttention` (pass `area=dict(max_area_width=..., ...)`). Blocks
-follow tensor2tensor's `transformer_prepostprocess` defaults: layer norm
-before each sub-layer (epsilon 1e-6), dropout after it, residual add; the
-model adds the final layer norm. Attention projections have no biases, as in
-tensor2tensor.
+Each attention of a block is either `StructuredMultiHeadAttention` (Keras
+MHA with the library's float32 core and caches) or `MultiHeadAreaAttention`
+(pass `area=dict(max_area_width=..., ...)`). Blocks follow tensor2tensor's
+`transformer_prepostprocess` defaults: layer norm before each sub-layer
+(epsilon 1e-6), dropout after it, residual add; the model adds the final
+layer norm. Attention projections have no biases, as in tensor2tensor.
 
-The decoder block also steps one position at a time with fixed-shape
-caches (`call_cached`), for XLA-compilable incremental decoding: the
-projected keys and values of the decoder's own past positions live in
-`[B, max_length, heads, key_dim]` buffers written at `index`, and the
-projected encoder keys and values are computed once (`encoder_cache`).
-Attending over the whole buffer with the positions after `index` masked
-gives the same result as the causal full pass, for area attention too:
-an area is attendable iff all its items are, so areas reaching past
-`index` get no weight in either.
+The decoder block also steps one position at a time (`call_cached`), for
+XLA-compilable incremental decoding, through the attention layers' own
+caches (docs/attention_core.md): the self-attention writes each position's
+projected key and value into a fixed-shape `[B, 2, max_length, N, d]`
+cache at `index` and attends over it with the positions after `index`
+masked, and the encoder outputs are projected once (`encoder_cache`). That
+gives the causal full pass's result, for area attention too: an area is
+attendable iff all its items are, so areas reaching past `index` get no
+weight in either.
 """
 
 import keras
 from keras import ops
 
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 
 
@@ -48,7 +49,7 @@ def make_attention(num_heads, key_dim, dropout, area=None, seed=None, name=None,
     )
     if area:
         return MultiHeadAreaAttention(**common, **area)
-    return keras.layers.MultiHeadAttention(**common)
+    return StructuredMultiHeadAttention(**common)
 
 
 def _check_block_args(hidden_size, filter_size, num_heads, dropouts):
@@ -296,26 +297,23 @@ class TransformerDecoderBlock(_Block):
     # ------------------------------------------------------ incremental decoding
 
     def empty_cache(self, batch_size, max_length, dtype=None):
-        """Zero self-attention key/value buffers `[B, max_length, N, d]`."""
-        dtype = dtype or self.compute_dtype
-        shape = (batch_size, max_length, self.num_heads, self.hidden_size // self.num_heads)
-        return {"key": ops.zeros(shape, dtype), "value": ops.zeros(shape, dtype)}
+        """The self-attention's zero cache `[B, 2, max_length, N, d]`."""
+        return {
+            "self_attention": self.self_attention.empty_cache(batch_size, max_length, dtype)
+        }
 
     def encoder_cache(self, encoder_outputs):
-        """Projected encoder keys and values `[B, S, N, d]`, computed once."""
-        attention = self.encdec_attention
-        return {
-            "encoder_key": attention._key_dense(encoder_outputs),
-            "encoder_value": attention._value_dense(encoder_outputs),
-        }
+        """The encoder outputs projected once by the encoder-decoder
+        attention, `[B, 2, S, N, d]` (a static cache)."""
+        return {"encdec_attention": self.encdec_attention.project_memory(encoder_outputs)}
 
     def call_cached(self, x, cache, index, encoder_padding_mask=None):
         """One decoding step (inference: no dropout).
 
         Args:
             x: `[B, 1, hidden_size]`, the input at position `index`.
-            cache: dict with `key`, `value` (`empty_cache`) and
-                `encoder_key`, `encoder_value` (`encoder_cache`).
+            cache: dict with `self_attention` (`empty_cache`) and
+                `encdec_attention` (`encoder_cache`).
             index: int scalar tensor, the position being decoded.
             encoder_padding_mask: optional bool `[B, S]`.
 
@@ -323,34 +321,22 @@ class TransformerDecoderBlock(_Block):
             `(output [B, 1, hidden_size], cache)` with the position's keys
             and values written into the buffers.
         """
-        attention = self.self_attention
         y = self.self_attention_norm(x)
-        query = attention._query_dense(y)
-        zero = ops.zeros((), "int32")
-        start = (zero, ops.cast(index, "int32"), zero, zero)
-        key = ops.slice_update(cache["key"], start, attention._key_dense(y))
-        value = ops.slice_update(cache["value"], start, attention._value_dense(y))
-        batch = ops.shape(x)[0]
-        max_length = ops.shape(key)[1]
-        visible = ops.arange(max_length) <= index  # the prefix so far
-        mask = ops.broadcast_to(visible[None, None, :], (batch, 1, max_length))
-        y, _ = attention._compute_attention(query, key, value, mask, training=False)
-        x = x + attention._output_dense(y)
-
-        attention = self.encdec_attention
+        y, self_cache = self.self_attention(
+            y, y, use_causal_mask=True, training=False,
+            cache=cache["self_attention"], cache_update_index=index,
+        )
+        x = x + y
         y = self.encdec_attention_norm(x)
-        query = attention._query_dense(y)
         mask = None
         if encoder_padding_mask is not None:
             mask = ops.cast(encoder_padding_mask, "bool")[:, None, :]
-        y, _ = attention._compute_attention(
-            query, cache["encoder_key"], cache["encoder_value"], mask, training=False
+        y, _ = self.encdec_attention(
+            y, None, attention_mask=mask, training=False, cache=cache["encdec_attention"]
         )
-        x = x + attention._output_dense(y)
+        x = x + y
         x = self._feed_forward(x, training=False)
-        new_cache = dict(cache)
-        new_cache.update(key=key, value=value)
-        return x, new_cache
+        return x, dict(cache, self_attention=self_cache)
 
     def get_config(self):
         config = super().get_config()
