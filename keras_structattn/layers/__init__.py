@@ -7,7 +7,6 @@ from keras_structattn.layers.catt_transformer import CATTEncoder
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
 from keras_structattn.layers.causal_attention import CausalAttention
 from keras_structattn.layers.causal_attention import CausalTopDownAttention
-from keras_structattn.layers.causal_attention import ExplicitMultiHeadAttention
 from keras_structattn.layers.causal_attention import GlobalDictionary
 from keras_structattn.layers.causal_attention import TopDownAttention
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention

@@ -6,7 +6,6 @@ import math
 import keras
 from keras import ops
 
-from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 from keras_structattn.ops.areas import area_coordinates
@@ -430,13 +429,6 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         if weights is not None:
             weights = ops.cast(weights, "float32")
         return ops.transpose(output, (0, 2, 1, 3)), weights
-
-    def _compute_attention(self, query, key, value, attention_mask=None, training=None,
-                           return_attention_scores=False, use_causal_mask=False):
-        # Transitional, for callers that have not moved to the cache API.
-        mask = None if attention_mask is None else ops.cast(attention_mask, "bool")[:, None]
-        return self._attend(query, key, value, LogitStructure(allowed=mask), training,
-                            return_attention_scores, {})
 
     def _learned_area_keys(self, key, training):
         """Area keys of Eq. 9: `Dense(ReLU(Dense(f)))` of area features `f`

@@ -17,7 +17,7 @@ LXMERT+CATT code):
 * Decoder cross-attention: the IS stream attends to the encoder's IS
   output, the CS stream (as query) to the encoder's CS output, with one
   set of weights (Fig. 5; the `g2g` cross layer of the code, spec A.3).
-  Its attention (`ExplicitMultiHeadAttention`) gives zero weights to rows
+  Its attention (`StructuredMultiHeadAttention`) gives zero weights to rows
   without keys, like the self-attention.
 * FFN and norms: shared by the streams.
 
@@ -37,9 +37,9 @@ import keras
 from keras import ops
 
 from keras_structattn.layers.causal_attention import CausalAttention
-from keras_structattn.layers.causal_attention import ExplicitMultiHeadAttention
 from keras_structattn.layers.causal_attention import GlobalDictionary
 from keras_structattn.layers.causal_attention import uniform_dictionary_initializer
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 
 
@@ -167,7 +167,7 @@ class _CATTBlock(keras.layers.Layer):
         ))
 
     def _make_attention(self, name):
-        return ExplicitMultiHeadAttention(
+        return StructuredMultiHeadAttention(
             self.num_heads,
             self.hidden_size // self.num_heads,
             dropout=self.attention_dropout,

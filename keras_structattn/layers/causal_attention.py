@@ -519,10 +519,6 @@ class CausalAttention(StructuredMultiHeadAttention):
             mask = rows if mask is None else ops.logical_and(mask, rows)
         return mask
 
-
-# Transitional name, removed once the CATT blocks use StructuredMultiHeadAttention.
-ExplicitMultiHeadAttention = StructuredMultiHeadAttention
-
 # ---------------------------------------------------------------- Up-Down
 
 

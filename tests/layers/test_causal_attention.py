@@ -21,9 +21,9 @@ from keras import ops
 
 from keras_structattn.layers.causal_attention import CausalAttention
 from keras_structattn.layers.causal_attention import CausalTopDownAttention
-from keras_structattn.layers.causal_attention import ExplicitMultiHeadAttention
 from keras_structattn.layers.causal_attention import GlobalDictionary
 from keras_structattn.layers.causal_attention import TopDownAttention
+from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from tests._backend import gradients
 
 DIM, HEADS, KEY_DIM, SIZE = 8, 2, 4, 5
@@ -242,7 +242,7 @@ def test_explicit_mha_equals_keras_mha_with_zero_rows():
     query, value = case(37, T=6, S=6)
     value_mask = np.ones((2, 6), bool)
     value_mask[1, 4:] = False
-    layer = built(ExplicitMultiHeadAttention(HEADS, KEY_DIM), query, value, seed=38)
+    layer = built(StructuredMultiHeadAttention(HEADS, KEY_DIM), query, value, seed=38)
     mha = keras.layers.MultiHeadAttention(HEADS, KEY_DIM)
     mha(query, value)
     mha.set_weights(layer.get_weights())
