@@ -29,9 +29,9 @@ from keras_structattn.data.shapes_world import generate as generate_shapes_world
 from keras_structattn.data.tatoeba import group_references
 from keras_structattn.data.tatoeba import load_tatoeba_en_de
 from keras_structattn.data.tatoeba import split_of
-from keras_structattn.data.vocab import EOS_ID
-from keras_structattn.data.vocab import PAD_ID
-from keras_structattn.data.vocab import UNK_ID
 from keras_structattn.data.vocab import CharVocab
 from keras_structattn.data.vocab import SubwordVocab
 from keras_structattn.data.vocab import load_vocab
+from keras_structattn.tokens import EOS_ID
+from keras_structattn.tokens import PAD_ID
+from keras_structattn.tokens import UNK_ID

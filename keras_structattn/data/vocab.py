@@ -24,10 +24,10 @@ import sentencepiece as spm
 from keras_structattn.data._tensorflow import import_tensorflow_text
 from keras_structattn.data._tensorflow import tf
 from keras_structattn.ops import _checks
+from keras_structattn.tokens import EOS_ID
+from keras_structattn.tokens import PAD_ID
+from keras_structattn.tokens import UNK_ID
 
-PAD_ID = 0
-EOS_ID = 1
-UNK_ID = 2
 NUM_RESERVED_IDS = 3
 
 SUBWORD_MODEL_TYPES = ("unigram", "bpe")

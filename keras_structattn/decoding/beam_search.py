@@ -28,6 +28,7 @@ from keras import ops
 from keras_structattn.decoding import _cache
 from keras_structattn.decoding import _checks
 from keras_structattn.decoding.greedy_search import greedy_decode
+from keras_structattn.tokens import EOS_ID
 
 _NEG_INF = float("-inf")
 
@@ -55,7 +56,7 @@ def beam_search(
     max_decode_length,
     beam_size=4,
     alpha=0.6,
-    eos_id=1,
+    eos_id=EOS_ID,
     return_all_beams=False,
 ):
     """Beam search decoding with the GNMT length penalty (tensor2tensor).

@@ -4,9 +4,10 @@ from keras import ops
 
 from keras_structattn.decoding import _cache
 from keras_structattn.decoding import _checks
+from keras_structattn.tokens import EOS_ID
 
 
-def greedy_search(step_fn, initial_ids, initial_cache, *, max_decode_length, eos_id=1):
+def greedy_search(step_fn, initial_ids, initial_cache, *, max_decode_length, eos_id=EOS_ID):
     """Greedy decoding: the most probable next token at every step.
 
     A row stops at its first `eos_id` (which is kept); its later positions
@@ -42,7 +43,7 @@ def greedy_search(step_fn, initial_ids, initial_cache, *, max_decode_length, eos
     return ids, log_probs
 
 
-def greedy_decode(step_fn, initial_ids, initial_cache, *, max_decode_length, eos_id=1):
+def greedy_decode(step_fn, initial_ids, initial_cache, *, max_decode_length, eos_id=EOS_ID):
     """`greedy_search` that also returns the lengths (int32 `[B]`).
 
     A row's length counts its EOS; a row without EOS has length

@@ -17,6 +17,7 @@ from keras import ops
 
 from keras_structattn.decoding.beam_search import beam_search
 from keras_structattn.decoding.greedy_search import greedy_search
+from keras_structattn.tokens import EOS_ID
 
 
 def generate(
@@ -26,7 +27,7 @@ def generate(
     max_decode_length,
     beam_size=4,
     alpha=0.6,
-    eos_id=1,
+    eos_id=EOS_ID,
     return_all_beams=False,
 ):
     """Decodes a batch of source sequences.
