@@ -4,8 +4,10 @@ Each attention of a block is either `StructuredMultiHeadAttention` (Keras
 MHA with the library's float32 core and caches) or `MultiHeadAreaAttention`
 (pass `area=dict(max_area_width=..., ...)`). Blocks follow tensor2tensor's
 `transformer_prepostprocess` defaults: layer norm before each sub-layer
-(epsilon 1e-6), dropout after it, residual add; the model adds the final
-layer norm. Attention projections have no biases, as in tensor2tensor.
+(epsilon 1e-6), dropout after it, residual add (the pre-norm `Residual` of
+`layers/blocks.py`, around each attention and the `FeedForward`); the model
+adds the final layer norm. Attention projections have no biases, as in
+tensor2tensor.
 
 The decoder block also steps one position at a time (`call_cached`), for
 XLA-compilable incremental decoding, through the attention layers' own
@@ -22,8 +24,8 @@ import keras
 from keras import ops
 
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
+from keras_structattn.layers.blocks import BlockBase
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
 
 
 def make_attention(num_heads, key_dim, dropout, area=None, seed=None, name=None, dtype=None):
@@ -52,83 +54,19 @@ def make_attention(num_heads, key_dim, dropout, area=None, seed=None, name=None,
     return StructuredMultiHeadAttention(**common)
 
 
-def _check_block_args(hidden_size, filter_size, num_heads, dropouts):
-    for name, value in (
-        ("hidden_size", hidden_size),
-        ("filter_size", filter_size),
-        ("num_heads", num_heads),
-    ):
-        _checks.positive_int(name, value)
-    if hidden_size % num_heads:
-        raise ValueError(
-            "Argument `hidden_size` must be divisible by `num_heads`. "
-            f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
-        )
-    for name, value in dropouts.items():
-        if not 0.0 <= value < 1.0:
-            raise ValueError(
-                f"Argument `{name}` must be in [0, 1). Received: {value!r}"
-            )
+def _key_mask(padding_mask):
+    """`[B, 1, S]` attention mask of a bool `[B, S]` key padding mask."""
+    return None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, :]
 
 
-class _Block(keras.layers.Layer):
-    """Shared parts: the feed-forward sub-layer, norms, dropouts, config."""
+class _Block(BlockBase):
+    """Pre-norm residuals around attentions and a feed-forward (the kit of
+    `layers/blocks.py`); sublayers are seeded by `sub_seed` in the order they
+    are made."""
 
-    def __init__(
-        self,
-        hidden_size,
-        filter_size,
-        num_heads,
-        *,
-        attention_dropout=0.0,
-        relu_dropout=0.0,
-        layer_dropout=0.0,
-        layer_norm_epsilon=1e-6,
-        seed=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        _check_block_args(
-            hidden_size,
-            filter_size,
-            num_heads,
-            dict(
-                attention_dropout=attention_dropout,
-                relu_dropout=relu_dropout,
-                layer_dropout=layer_dropout,
-            ),
-        )
-        self.hidden_size = hidden_size
-        self.filter_size = filter_size
-        self.num_heads = num_heads
-        self.attention_dropout = attention_dropout
-        self.relu_dropout = relu_dropout
-        self.layer_dropout = layer_dropout
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.seed = seed
-        self._seeds = keras.random.SeedGenerator(seed)
-
-    def _next_seed(self):
-        # Each dropout sublayer gets its own integer seed drawn from the
-        # block's seed, so that a seeded model is reproducible.
-        if self.seed is None:
-            return None
-        return int(self.seed) * 101 + len(self._sublayer_names)
-
-    def _norm(self, name):
-        self._sublayer_names.append(name)
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
-        )
-
-    def _dropout(self, rate, name):
-        self._sublayer_names.append(name)
-        return keras.layers.Dropout(
-            rate, seed=self._next_seed(), name=name, dtype=self.dtype_policy
-        )
+    normalize_first = True
 
     def _attention(self, name, area):
-        self._sublayer_names.append(name)
         return make_attention(
             self.num_heads,
             self.hidden_size // self.num_heads,
@@ -139,43 +77,17 @@ class _Block(keras.layers.Layer):
             dtype=self.dtype_policy,
         )
 
+    def _make_feed_forward(self):
+        self.ffn = self._feed_forward("ffn")
+        self.ffn_residual = self._residual("ffn_residual")
+
     def _build_feed_forward(self, input_shape):
-        self._sublayer_names.append("ffn")
-        self.ffn_norm = self._norm("ffn_norm")
-        self.ffn_norm.build(input_shape)
-        self.ffn_hidden = keras.layers.Dense(
-            self.filter_size, activation="relu", name="ffn_hidden",
-            dtype=self.dtype_policy,
-        )
-        self.ffn_hidden.build(input_shape)
-        self.ffn_output = keras.layers.Dense(
-            self.hidden_size, name="ffn_output", dtype=self.dtype_policy
-        )
-        self.ffn_output.build(tuple(input_shape[:-1]) + (self.filter_size,))
-        self.relu_dropout_layer = self._dropout(self.relu_dropout, "relu_dropout")
-        self.ffn_dropout = self._dropout(self.layer_dropout, "ffn_dropout")
+        self.ffn_residual.build(input_shape)
+        self.ffn.build(input_shape)
 
-    def _feed_forward(self, x, training):
-        y = self.ffn_hidden(self.ffn_norm(x))
-        y = self.ffn_output(self.relu_dropout_layer(y, training=training))
-        return x + self.ffn_dropout(y, training=training)
-
-    def compute_output_shape(self, input_shape, *args, **kwargs):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            hidden_size=self.hidden_size,
-            filter_size=self.filter_size,
-            num_heads=self.num_heads,
-            attention_dropout=self.attention_dropout,
-            relu_dropout=self.relu_dropout,
-            layer_dropout=self.layer_dropout,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            seed=self.seed,
-        )
-        return config
+    def _apply_feed_forward(self, x, training):
+        y = self.ffn(self.ffn_residual.sublayer_input(x), training=training)
+        return self.ffn_residual(x, y, training=training)
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
@@ -194,34 +106,35 @@ class TransformerEncoderBlock(_Block):
         layer_norm_epsilon: 1e-6 as in tensor2tensor.
         seed: int seed for the dropouts.
 
-    Call args:
+    Call arguments:
         x: `[B, S, hidden_size]`.
         padding_mask: optional bool `[B, S]`, True for real tokens.
         training: whether dropout is active.
+
+    Returns:
+        `[B, S, hidden_size]`.
     """
 
     def __init__(self, hidden_size, filter_size, num_heads, *, area=None, **kwargs):
         super().__init__(hidden_size, filter_size, num_heads, **kwargs)
         self.area = dict(area) if area else None
-        self._sublayer_names = []
+        self.self_attention = self._attention("self_attention", self.area)
+        self.self_attention_residual = self._residual("self_attention_residual")
+        self._make_feed_forward()
 
     def build(self, input_shape):
-        self._sublayer_names = []
-        self.attention_norm = self._norm("self_attention_norm")
-        self.attention_norm.build(input_shape)
-        self.self_attention = self._attention("self_attention", self.area)
+        self.self_attention_residual.build(input_shape)
         self.self_attention.build(input_shape, input_shape)
-        self.attention_dropout_layer = self._dropout(
-            self.layer_dropout, "self_attention_dropout"
-        )
         self._build_feed_forward(input_shape)
 
     def call(self, x, padding_mask=None, training=None):
-        y = self.attention_norm(x)
-        mask = None if padding_mask is None else padding_mask[:, None, :]
-        y = self.self_attention(y, y, attention_mask=mask, training=training)
-        x = x + self.attention_dropout_layer(y, training=training)
-        return self._feed_forward(x, training)
+        residual = self.self_attention_residual
+        y = residual.sublayer_input(x)
+        y = self.self_attention(
+            y, y, attention_mask=_key_mask(padding_mask), training=training
+        )
+        x = residual(x, y, training=training)
+        return self._apply_feed_forward(x, training)
 
     def get_config(self):
         config = super().get_config()
@@ -239,11 +152,14 @@ class TransformerDecoderBlock(_Block):
         encdec_area: area arguments for the encoder-decoder attention, or
             None.
 
-    Call args:
+    Call arguments:
         x: `[B, T, hidden_size]` (the whole target prefix; causal).
         encoder_outputs: `[B, S, hidden_size]`.
         encoder_padding_mask: optional bool `[B, S]`.
         training: whether dropout is active.
+
+    Returns:
+        `[B, T, hidden_size]`.
     """
 
     def __init__(
@@ -259,40 +175,34 @@ class TransformerDecoderBlock(_Block):
         super().__init__(hidden_size, filter_size, num_heads, **kwargs)
         self.self_area = dict(self_area) if self_area else None
         self.encdec_area = dict(encdec_area) if encdec_area else None
-        self._sublayer_names = []
+        self.self_attention = self._attention("self_attention", self.self_area)
+        self.self_attention_residual = self._residual("self_attention_residual")
+        self.encdec_attention = self._attention("encdec_attention", self.encdec_area)
+        self.encdec_attention_residual = self._residual("encdec_attention_residual")
+        self._make_feed_forward()
 
     def build(self, input_shape, encoder_shape=None):
-        self._sublayer_names = []
         encoder_shape = input_shape if encoder_shape is None else encoder_shape
-        self.self_attention_norm = self._norm("self_attention_norm")
-        self.self_attention_norm.build(input_shape)
-        self.self_attention = self._attention("self_attention", self.self_area)
+        self.self_attention_residual.build(input_shape)
         self.self_attention.build(input_shape, input_shape)
-        self.self_attention_dropout = self._dropout(
-            self.layer_dropout, "self_attention_dropout"
-        )
-        self.encdec_attention_norm = self._norm("encdec_attention_norm")
-        self.encdec_attention_norm.build(input_shape)
-        self.encdec_attention = self._attention("encdec_attention", self.encdec_area)
+        self.encdec_attention_residual.build(input_shape)
         self.encdec_attention.build(input_shape, encoder_shape)
-        self.encdec_attention_dropout = self._dropout(
-            self.layer_dropout, "encdec_attention_dropout"
-        )
         self._build_feed_forward(input_shape)
 
     def call(self, x, encoder_outputs, encoder_padding_mask=None, training=None):
-        y = self.self_attention_norm(x)
+        residual = self.self_attention_residual
+        y = residual.sublayer_input(x)
         y = self.self_attention(y, y, use_causal_mask=True, training=training)
-        x = x + self.self_attention_dropout(y, training=training)
-        y = self.encdec_attention_norm(x)
-        mask = (
-            None if encoder_padding_mask is None else encoder_padding_mask[:, None, :]
-        )
+        x = residual(x, y, training=training)
+        residual = self.encdec_attention_residual
         y = self.encdec_attention(
-            y, encoder_outputs, attention_mask=mask, training=training
+            residual.sublayer_input(x),
+            encoder_outputs,
+            attention_mask=_key_mask(encoder_padding_mask),
+            training=training,
         )
-        x = x + self.encdec_attention_dropout(y, training=training)
-        return self._feed_forward(x, training)
+        x = residual(x, y, training=training)
+        return self._apply_feed_forward(x, training)
 
     # ------------------------------------------------------ incremental decoding
 
@@ -321,21 +231,23 @@ class TransformerDecoderBlock(_Block):
             `(output [B, 1, hidden_size], cache)` with the position's keys
             and values written into the buffers.
         """
-        y = self.self_attention_norm(x)
+        residual = self.self_attention_residual
+        y = residual.sublayer_input(x)
         y, self_cache = self.self_attention(
             y, y, use_causal_mask=True, training=False,
             cache=cache["self_attention"], cache_update_index=index,
         )
-        x = x + y
-        y = self.encdec_attention_norm(x)
-        mask = None
-        if encoder_padding_mask is not None:
-            mask = ops.cast(encoder_padding_mask, "bool")[:, None, :]
+        x = residual(x, y, training=False)
+        residual = self.encdec_attention_residual
         y, _ = self.encdec_attention(
-            y, None, attention_mask=mask, training=False, cache=cache["encdec_attention"]
+            residual.sublayer_input(x),
+            None,
+            attention_mask=_key_mask(encoder_padding_mask),
+            training=False,
+            cache=cache["encdec_attention"],
         )
-        x = x + y
-        x = self._feed_forward(x, training=False)
+        x = residual(x, y, training=False)
+        x = self._apply_feed_forward(x, training=False)
         return x, dict(cache, self_attention=self_cache)
 
     def get_config(self):
