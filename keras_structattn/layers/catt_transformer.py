@@ -1,10 +1,14 @@
-"""Stacked causal attention for Transformers (Transformer+CATT, seed 001, Fig. 5).
+"""Stacked causal attention for Transformers (Transformer+CATT).
+
+The Transformer+CATT of Yang et al., 2021, arXiv:2103.03493 (Fig. 5); see
+docs/causal_attention.md.
 
 Every block carries two streams side by side, the in-sample (IS) stream Z
 and the cross-sample (CS) stream X, through the same sublayers (Eq. 8:
 multi-head attention, then residual + LayerNorm, then FFN + residual +
 LayerNorm, post-norm as in the original Transformer and the released
-LXMERT+CATT code):
+LXMERT+CATT code: the post-norm `Residual` and the `FeedForward` of
+`layers/blocks.py`):
 
 * Self-attention (a `CausalAttention` with `fusion="none"`): the IS stream
   attends to itself; the CS stream's attention uses the *same query* (the
@@ -12,11 +16,10 @@ LXMERT+CATT code):
   stack (image dictionary in the encoder, word dictionary in the decoder;
   no mask), the previous block's CS output afterwards (with the token mask,
   and causal in the decoder). Both residuals are the IS input. This is the
-  single-modality layer of yangxuntu/lxmertcatt (`BertLayer`, `ft_same`;
-  spec A.2).
+  single-modality layer of yangxuntu/lxmertcatt (`BertLayer`, `ft_same`).
 * Decoder cross-attention: the IS stream attends to the encoder's IS
   output, the CS stream (as query) to the encoder's CS output, with one
-  set of weights (Fig. 5; the `g2g` cross layer of the code, spec A.3).
+  set of weights (Fig. 5; the `g2g` cross layer of the code).
   Its attention (`StructuredMultiHeadAttention`) gives zero weights to rows
   without keys, like the self-attention.
 * FFN and norms: shared by the streams.
@@ -36,6 +39,9 @@ incremental decoding cache.
 import keras
 from keras import ops
 
+from keras_structattn.layers.blocks import BlockBase
+from keras_structattn.layers.blocks import clone_initializer
+from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.causal_attention import CausalAttention
 from keras_structattn.layers.causal_attention import GlobalDictionary
 from keras_structattn.layers.causal_attention import uniform_dictionary_initializer
@@ -43,30 +49,10 @@ from keras_structattn.layers.structured_attention import StructuredMultiHeadAtte
 from keras_structattn.ops import _checks
 
 
-def _check_block_args(hidden_size, filter_size, num_heads, share_weights, dropouts):
-    for name, value in (
-        ("hidden_size", hidden_size),
-        ("filter_size", filter_size),
-        ("num_heads", num_heads),
-    ):
-        _checks.positive_int(name, value)
-    if hidden_size % num_heads:
-        raise ValueError(
-            "Argument `hidden_size` must be divisible by `num_heads`. "
-            f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
-        )
-    if not isinstance(share_weights, bool):
-        raise ValueError(
-            "Argument `share_weights` must be True or False. "
-            f"Received: share_weights={share_weights!r}"
-        )
-    for name, value in dropouts.items():
-        _checks.rate(name, value)
-
-
-class _CATTBlock(keras.layers.Layer):
+class _CATTBlock(BlockBase):
     """Shared parts: streams, post-norm residuals, the FFN, config."""
 
+    normalize_first = False
     # Sublayer kinds a CS stream owns separately when weights are not shared.
     _STREAM_LAYERS = ()
 
@@ -77,44 +63,24 @@ class _CATTBlock(keras.layers.Layer):
         num_heads,
         *,
         share_weights=True,
-        attention_dropout=0.0,
-        relu_dropout=0.0,
-        layer_dropout=0.0,
-        layer_norm_epsilon=1e-6,
         activation="relu",
-        seed=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        _check_block_args(
-            hidden_size,
-            filter_size,
-            num_heads,
-            share_weights,
-            dict(
-                attention_dropout=attention_dropout,
-                relu_dropout=relu_dropout,
-                layer_dropout=layer_dropout,
-            ),
-        )
-        self.hidden_size = hidden_size
-        self.filter_size = filter_size
-        self.num_heads = num_heads
+        super().__init__(hidden_size, filter_size, num_heads, **kwargs)
+        if not isinstance(share_weights, bool):
+            raise ValueError(
+                "Argument `share_weights` must be True or False. "
+                f"Received: share_weights={share_weights!r}"
+            )
         self.share_weights = share_weights
-        self.attention_dropout = attention_dropout
-        self.relu_dropout = relu_dropout
-        self.layer_dropout = layer_dropout
-        self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = keras.activations.get(activation)
-        self.seed = seed
-        self._seed_count = 0
         self.self_attention = CausalAttention(
             num_heads,
             hidden_size // num_heads,
             dictionary_size=None,
             share_weights=share_weights,
             fusion="none",
-            dropout=attention_dropout,
+            dropout=self.attention_dropout,
             seed=self._next_seed(),
             name="self_attention",
             dtype=self.dtype_policy,
@@ -123,48 +89,14 @@ class _CATTBlock(keras.layers.Layer):
         if not share_weights:
             self._make_stream_layers("cs_")
 
-    def _next_seed(self):
-        # Each dropout gets its own integer seed drawn from the block's, so
-        # that a seeded block is reproducible.
-        self._seed_count += 1
-        return None if self.seed is None else int(self.seed) * 101 + self._seed_count
-
     def _make_stream_layers(self, prefix):
-        """Norms, dropouts and FFN of one stream (prefix "" or "cs_")."""
-        policy = self.dtype_policy
+        """Attentions, residuals and FFN of one stream (prefix "" or "cs_")."""
         for kind in self._STREAM_LAYERS + ("self_attention",):
             if kind != "self_attention":
                 setattr(self, prefix + kind, self._make_attention(prefix + kind))
-            setattr(
-                self,
-                prefix + kind + "_norm",
-                keras.layers.LayerNormalization(
-                    epsilon=self.layer_norm_epsilon, name=prefix + kind + "_norm", dtype=policy
-                ),
-            )
-            setattr(
-                self,
-                prefix + kind + "_dropout",
-                keras.layers.Dropout(
-                    self.layer_dropout, seed=self._next_seed(),
-                    name=prefix + kind + "_dropout", dtype=policy,
-                ),
-            )
-        setattr(self, prefix + "ffn_hidden", keras.layers.Dense(
-            self.filter_size, activation=self.activation, name=prefix + "ffn_hidden", dtype=policy
-        ))
-        setattr(self, prefix + "relu_dropout_layer", keras.layers.Dropout(
-            self.relu_dropout, seed=self._next_seed(), name=prefix + "relu_dropout", dtype=policy
-        ))
-        setattr(self, prefix + "ffn_output", keras.layers.Dense(
-            self.hidden_size, name=prefix + "ffn_output", dtype=policy
-        ))
-        setattr(self, prefix + "ffn_dropout", keras.layers.Dropout(
-            self.layer_dropout, seed=self._next_seed(), name=prefix + "ffn_dropout", dtype=policy
-        ))
-        setattr(self, prefix + "ffn_norm", keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name=prefix + "ffn_norm", dtype=policy
-        ))
+            setattr(self, prefix + kind + "_residual", self._residual(prefix + kind + "_residual"))
+        setattr(self, prefix + "ffn", self._feed_forward(prefix + "ffn", self.activation))
+        setattr(self, prefix + "ffn_residual", self._residual(prefix + "ffn_residual"))
 
     def _make_attention(self, name):
         return StructuredMultiHeadAttention(
@@ -182,33 +114,20 @@ class _CATTBlock(keras.layers.Layer):
             return getattr(self, "cs_" + name)
         return getattr(self, name)
 
-    def _check_width(self, name, shape):
-        if shape is not None and shape[-1] is not None and shape[-1] != self.hidden_size:
-            raise ValueError(
-                f"Argument `{name}` must have hidden_size={self.hidden_size} features. "
-                f"Received: {name}.shape={tuple(shape)}"
-            )
-
     def _build_stream_layers(self, x_shape):
         prefixes = ("",) if self.share_weights else ("", "cs_")
-        inner = tuple(x_shape[:-1]) + (self.filter_size,)
         for prefix in prefixes:
-            for kind in self._STREAM_LAYERS + ("self_attention",):
-                getattr(self, prefix + kind + "_norm").build(x_shape)
-            getattr(self, prefix + "ffn_hidden").build(x_shape)
-            getattr(self, prefix + "ffn_output").build(inner)
-            getattr(self, prefix + "ffn_norm").build(x_shape)
+            for kind in self._STREAM_LAYERS + ("self_attention", "ffn"):
+                getattr(self, prefix + kind + "_residual").build(x_shape)
+            getattr(self, prefix + "ffn").build(x_shape)
 
-    def _residual(self, x, y, kind, stream, training):
+    def _residual_add(self, x, y, kind, stream, training):
         """Post-norm residual: LayerNorm(x + Dropout(y))."""
-        y = self._layer(kind + "_dropout", stream)(y, training=training)
-        return self._layer(kind + "_norm", stream)(x + y)
+        return self._layer(kind + "_residual", stream)(x, y, training=training)
 
-    def _feed_forward(self, x, stream, training):
-        y = self._layer("ffn_hidden", stream)(x)
-        y = self._layer("relu_dropout_layer", stream)(y, training=training)
-        y = self._layer("ffn_output", stream)(y)
-        return self._residual(x, y, "ffn", stream, training)
+    def _apply_feed_forward(self, x, stream, training):
+        y = self._layer("ffn", stream)(x, training=training)
+        return self._residual_add(x, y, "ffn", stream, training)
 
     def _self_attention(self, x, context, padding_mask, cs_mask, causal, training):
         """Both streams' self-attention sublayer (attention + residual + norm)."""
@@ -222,8 +141,8 @@ class _CATTBlock(keras.layers.Layer):
             training=training,
         )
         return (
-            self._residual(x, is_out, "self_attention", "is", training),
-            self._residual(x, cs_out, "self_attention", "cs", training),
+            self._residual_add(x, is_out, "self_attention", "is", training),
+            self._residual_add(x, cs_out, "self_attention", "cs", training),
         )
 
     def compute_output_shape(self, x_shape, *args, **kwargs):
@@ -232,16 +151,8 @@ class _CATTBlock(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            hidden_size=self.hidden_size,
-            filter_size=self.filter_size,
-            num_heads=self.num_heads,
             share_weights=self.share_weights,
-            attention_dropout=self.attention_dropout,
-            relu_dropout=self.relu_dropout,
-            layer_dropout=self.layer_dropout,
-            layer_norm_epsilon=self.layer_norm_epsilon,
             activation=keras.activations.serialize(self.activation),
-            seed=self.seed,
         )
         return config
 
@@ -297,7 +208,10 @@ class CATTEncoderBlock(_CATTBlock):
     def call(self, x, context, padding_mask=None, training=None):
         cs_mask = _stream_mask(padding_mask) if len(context.shape) == 3 else None
         z, c = self._self_attention(x, context, padding_mask, cs_mask, False, training)
-        return self._feed_forward(z, "is", training), self._feed_forward(c, "cs", training)
+        return (
+            self._apply_feed_forward(z, "is", training),
+            self._apply_feed_forward(c, "cs", training),
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
@@ -363,8 +277,8 @@ class CATTDecoderBlock(_CATTBlock):
         for stream, query, memory in (("is", z, encoder_is), ("cs", c, encoder_cs)):
             attention = self._layer("cross_attention", stream)
             y = attention(query, memory, attention_mask=mask, training=training)
-            y = self._residual(query, y, "cross_attention", stream, training)
-            outputs.append(self._feed_forward(y, stream, training))
+            y = self._residual_add(query, y, "cross_attention", stream, training)
+            outputs.append(self._apply_feed_forward(y, stream, training))
         return tuple(outputs)
 
 
@@ -410,7 +324,7 @@ class _CATTStack(keras.layers.Layer):
                 hidden_size,
                 filter_size,
                 num_heads,
-                seed=None if seed is None else int(seed) * 1009 + i,
+                seed=sub_seed(seed, i),
                 name=f"block_{i}",
                 dtype=self.dtype_policy,
                 **block_kwargs,
@@ -424,9 +338,7 @@ class _CATTStack(keras.layers.Layer):
         # `set_centers` builds it first.
         self.global_dictionary = GlobalDictionary(
             dictionary_size,
-            initializer=self.dictionary_initializer.__class__.from_config(
-                self.dictionary_initializer.get_config()
-            ),
+            initializer=clone_initializer(self.dictionary_initializer),
             name="global_dictionary",
             dtype=self.dtype_policy,
         )

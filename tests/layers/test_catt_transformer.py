@@ -1,8 +1,9 @@
-"""Tests of the stacked Transformer+CATT blocks (seed 001, Fig. 5).
+"""Tests of the stacked Transformer+CATT blocks (Yang et al., 2021,
+arXiv:2103.03493, Fig. 5; docs/causal_attention.md).
 
 The encoder and decoder stacks are checked against a NumPy reference of
-post-norm blocks written here from the module's description (spec A.2/A.3
-and the issue): in each block the IS stream self-attends, the CS stream's
+post-norm blocks written here from the paper and the module's description:
+in each block the IS stream self-attends, the CS stream's
 attention uses the IS stream as query over the dictionary (first block, no
 mask) or the previous CS output (token mask, causal in the decoder), both
 with the IS input as residual; the decoder's IS stream cross-attends to the
@@ -68,8 +69,9 @@ def norm(w, name, x, eps=1e-6):
 
 
 def feed_forward(w, p, x):
-    y = np.maximum(x @ w[p + "ffn_hidden/kernel"] + w[p + "ffn_hidden/bias"], 0)
-    return norm(w, p + "ffn_norm", x + y @ w[p + "ffn_output/kernel"] + w[p + "ffn_output/bias"])
+    y = np.maximum(x @ w[p + "ffn/hidden/kernel"] + w[p + "ffn/hidden/bias"], 0)
+    return norm(w, p + "ffn_residual/norm",
+                x + y @ w[p + "ffn/output/kernel"] + w[p + "ffn/output/bias"])
 
 
 def stream_prefixes(block, shared):
@@ -90,8 +92,8 @@ def self_attention_ref(w, block, shared, x, context, pad, causal):
         c = mha(w, cs_attention, x, np.broadcast_to(context, (B,) + context.shape))
     else:
         c = mha(w, cs_attention, x, context, key_mask)
-    return (norm(w, is_p + "self_attention_norm", x + z),
-            norm(w, cs_p + "self_attention_norm", x + c))
+    return (norm(w, is_p + "self_attention_residual/norm", x + z),
+            norm(w, cs_p + "self_attention_residual/norm", x + c))
 
 
 def encoder_ref(encoder, x, pad=None, shared=True):
@@ -113,9 +115,9 @@ def decoder_ref(decoder, x, enc_z, enc_c, pad=None, enc_pad=None, shared=True):
         block = f"block_{i}/"
         z, c = self_attention_ref(w, block, shared, z, c, pad, causal=True)
         is_p, cs_p, _ = stream_prefixes(block, shared)
-        z = norm(w, is_p + "cross_attention_norm",
+        z = norm(w, is_p + "cross_attention_residual/norm",
                  z + mha(w, is_p + "cross_attention/", z, enc_z, enc_mask))
-        c = norm(w, cs_p + "cross_attention_norm",
+        c = norm(w, cs_p + "cross_attention_residual/norm",
                  c + mha(w, cs_p + "cross_attention/", c, enc_c, enc_mask))
         z, c = feed_forward(w, is_p, z), feed_forward(w, cs_p, c)
     return np.concatenate([z, c], -1)
