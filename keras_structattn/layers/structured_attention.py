@@ -31,6 +31,7 @@ See docs/attention_core.md.
 """
 
 import inspect
+import types
 
 import keras
 from keras import ops
@@ -364,17 +365,22 @@ _CALL_DOC = (
 )
 
 
+def _forward_call(self, *args, **kwargs):
+    return StructuredMultiHeadAttention.call(self, *args, **kwargs)
+
+
 def _call_with_signature(structure_inputs):
     """A `call` for a class whose keyword-only inputs are `structure_inputs`.
 
     The base `call` takes them as `**structure_inputs`; Keras reads a layer's
-    call signature to route masks and arguments, so each class gets a `call`
-    whose signature names them one by one.
+    call signature to route masks and arguments, so each class gets its own
+    copy of `_forward_call` whose signature names them one by one. (A copy
+    of a module-level function rather than a closure, so that TensorFlow's
+    AutoGraph can read its source.)
     """
-
-    def call(self, *args, **kwargs):
-        return StructuredMultiHeadAttention.call(self, *args, **kwargs)
-
+    call = types.FunctionType(
+        _forward_call.__code__, _forward_call.__globals__, "call"
+    )
     base = inspect.signature(StructuredMultiHeadAttention.call)
     parameters = [p for p in base.parameters.values() if p.kind != p.VAR_KEYWORD]
     parameters += [
