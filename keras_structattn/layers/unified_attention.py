@@ -1,4 +1,4 @@
-"""Unified attention blocks and the MUAN-L stack (MUAN, seed 004).
+"""Unified attention blocks and the MUAN-L stack (Yu et al., 2019, arXiv:1908.04107).
 
 A unified attention (UA) block is gated self-attention and a feed-forward
 network, each followed by a residual add and a layer norm (post-norm), over
@@ -7,8 +7,9 @@ and the projected visual features Y (`[B, n, d_y]`), with the joint key
 padding mask. Attention over Z models the intra-modal (A_TT, A_VV) and the
 inter-modal (A_TV, A_VT) interactions at once. Only the first block of a
 stack takes (X, Y) and builds Z (the paper's Eq. 7, without FC_x as in its
-footnote 1); later blocks take Z (Eq. 8). See
-/work/shared/specs/vl_attention_specs.md, section C.
+footnote 1); later blocks take Z (Eq. 8). The residuals and the
+feed-forward network are the post-norm `Residual` and the `FeedForward` of
+`layers/blocks.py`. See docs/gated_attention.md.
 """
 
 from typing import NamedTuple
@@ -17,12 +18,17 @@ import keras
 from keras import ops
 
 from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.layers.blocks import LAYER_NORMS
+from keras_structattn.layers.blocks import FeedForward
+from keras_structattn.layers.blocks import Residual
+from keras_structattn.layers.blocks import check_sizes
+from keras_structattn.layers.blocks import clone_initializer
+from keras_structattn.layers.blocks import layer_normalization
+from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
-from keras_structattn.layers.normalization import StdLayerNormalization
 from keras_structattn.ops import _checks
 
 MASK_QUADRANTS = (None, "self", "co")
-LAYER_NORMS = ("keras", "mcan")
 
 # Arguments of `UnifiedAttentionBlock` that `UnifiedAttentionStack` passes on.
 _BLOCK_OPTIONS = (
@@ -145,9 +151,9 @@ class UnifiedAttentionBlock(keras.layers.Layer):
         filter_size: the FFN's hidden width. Default `4 * hidden_size`.
         multimodal_input: whether the block takes (X, Y) rather than Z.
         dropout: on the attention and FFN outputs before each residual add,
-            and after the FFN's ReLU (0.1 in the paper and S6).
+            and after the FFN's ReLU (0.1 in the paper and the openvqa code).
         attention_dropout: on the attention weights; default `dropout`
-            (S6 uses the same rate).
+            (the openvqa code uses the same rate).
         gate_dim, gate_per_head, share_gate_weights_across_heads, qk_gate:
             as in `GatedMultiHeadAttention` (`qk_gate=False`: the paper's
             ablation without the gate, Fig. 5a).
@@ -158,15 +164,17 @@ class UnifiedAttentionBlock(keras.layers.Layer):
         layer_norm: "keras" (default, `keras.layers.LayerNormalization`:
             biased variance, epsilon inside the root) or "mcan"
             (`StdLayerNormalization`: unbiased std, epsilon added to the std,
-            as in the MCAN family and S6).
+            as in the MCAN family and the openvqa code).
         layer_norm_epsilon: 1e-6 (the MCAN family's value).
         modality_norm: with `multimodal_input`, layer-normalize X and FC_y(Y)
-            separately before concatenating them, as S6 does (the paper does
+            separately before concatenating them, as the openvqa code does (the paper does
             not say). Off by default.
         kernel_initializer, bias_initializer: for every dense layer, the
             attention's included. Keras defaults (Glorot uniform, zeros), not
             PyTorch's uniform(+-1/sqrt(fan_in)) of the reference code.
-        seed: int seed for the dropouts.
+        seed: int seed for the dropouts (`sub_seed` numbers them: the
+            attention 0, the attention residual 1, the FFN 2, the FFN
+            residual 3).
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -210,20 +218,17 @@ class UnifiedAttentionBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _checks.positive_int("hidden_size", hidden_size)
-        _checks.positive_int("num_heads", num_heads)
-        if hidden_size % num_heads:
-            raise ValueError(
-                "Argument `hidden_size` must be divisible by `num_heads`. "
-                f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
-            )
         if filter_size is None:
             filter_size = 4 * hidden_size
-        _checks.positive_int("filter_size", filter_size)
-        _checks.rate("dropout", dropout)
         if attention_dropout is None:
             attention_dropout = dropout
-        _checks.rate("attention_dropout", attention_dropout)
+        rates = check_sizes(
+            hidden_size,
+            num_heads,
+            filter_size,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+        )
         _checks.one_of("mask_quadrants", mask_quadrants, MASK_QUADRANTS)
         _checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
         _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
@@ -233,8 +238,8 @@ class UnifiedAttentionBlock(keras.layers.Layer):
         self.num_heads = num_heads
         self.filter_size = filter_size
         self.multimodal_input = _flag("multimodal_input", multimodal_input)
-        self.dropout = float(dropout)
-        self.attention_dropout = float(attention_dropout)
+        self.dropout = rates["dropout"]
+        self.attention_dropout = rates["attention_dropout"]
         self.mask_quadrants = mask_quadrants
         self.layer_norm = layer_norm
         self.layer_norm_epsilon = float(layer_norm_epsilon)
@@ -242,6 +247,10 @@ class UnifiedAttentionBlock(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
+        initializers = dict(
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+        )
         self.attention = GatedMultiHeadAttention(
             num_heads=num_heads,
             key_dim=hidden_size // num_heads,
@@ -250,22 +259,30 @@ class UnifiedAttentionBlock(keras.layers.Layer):
             share_gate_weights_across_heads=share_gate_weights_across_heads,
             qk_gate=qk_gate,
             dropout=self.attention_dropout,
-            seed=self._sub_seed(0),
+            seed=sub_seed(seed, 0),
             name="attention",
-            **self._dense_kwargs(),
+            dtype=self.dtype_policy,
+            **initializers,
         )
-        self.attention_dropout_layer = self._dropout(1, "attention_output_dropout")
-        self.attention_norm = self._norm("attention_norm")
-        self.ffn_hidden = keras.layers.Dense(
-            filter_size, activation="relu", name="ffn_hidden", **self._dense_kwargs()
+        self.attention_residual = self._residual(1, "attention_residual")
+        self.ffn = FeedForward(
+            hidden_size,
+            filter_size,
+            dropout=self.dropout,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            seed=sub_seed(seed, 2),
+            name="ffn",
+            dtype=self.dtype_policy,
         )
-        self.ffn_relu_dropout = self._dropout(2, "ffn_relu_dropout")
-        self.ffn_output = keras.layers.Dense(hidden_size, name="ffn_output", **self._dense_kwargs())
-        self.ffn_dropout = self._dropout(3, "ffn_output_dropout")
-        self.ffn_norm = self._norm("ffn_norm")
+        self.ffn_residual = self._residual(3, "ffn_residual")
         if self.multimodal_input:
             self.visual_projection = keras.layers.Dense(
-                hidden_size, name="visual_projection", **self._dense_kwargs()
+                hidden_size,
+                name="visual_projection",
+                dtype=self.dtype_policy,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                bias_initializer=clone_initializer(self.bias_initializer),
             )
             if self.modality_norm:
                 self.text_norm = self._norm("text_norm")
@@ -273,32 +290,21 @@ class UnifiedAttentionBlock(keras.layers.Layer):
 
     # ------------------------------------------------------------ sublayers
 
-    def _sub_seed(self, index):
-        # Each dropout gets its own int seed drawn from the block's seed.
-        return None if self.seed is None else int(self.seed) * 101 + index
-
-    def _dense_kwargs(self):
-        def clone(initializer):
-            return initializer.__class__.from_config(initializer.get_config())
-
-        return dict(
-            kernel_initializer=clone(self.kernel_initializer),
-            bias_initializer=clone(self.bias_initializer),
+    def _residual(self, seed_index, name):
+        """The post-norm `Residual` numbered `seed_index` by `sub_seed`."""
+        return Residual(
+            False,
+            dropout=self.dropout,
+            layer_norm=self.layer_norm,
+            epsilon=self.layer_norm_epsilon,
+            seed=sub_seed(self.seed, seed_index),
+            name=name,
             dtype=self.dtype_policy,
         )
 
-    def _dropout(self, index, name):
-        return keras.layers.Dropout(
-            self.dropout, seed=self._sub_seed(index), name=name, dtype=self.dtype_policy
-        )
-
     def _norm(self, name):
-        if self.layer_norm == "mcan":
-            return StdLayerNormalization(
-                self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
-            )
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
+        return layer_normalization(
+            self.layer_norm, self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
         )
 
     # -------------------------------------------------------------- Keras
@@ -334,10 +340,9 @@ class UnifiedAttentionBlock(keras.layers.Layer):
         else:
             z_shape = inputs_shape
         self.attention.build(z_shape, z_shape)
-        self.attention_norm.build(z_shape)
-        self.ffn_hidden.build(z_shape)
-        self.ffn_output.build(z_shape[:2] + (self.filter_size,))
-        self.ffn_norm.build(z_shape)
+        self.attention_residual.build(z_shape)
+        self.ffn.build(z_shape)
+        self.ffn_residual.build(z_shape)
 
     def _check_visual(self, visual):
         if self.multimodal_input and visual is None:
@@ -417,9 +422,8 @@ class UnifiedAttentionBlock(keras.layers.Layer):
         extras = ()
         if isinstance(attended, tuple):
             attended, extras = attended[0], attended[1:]
-        z = self.attention_norm(z + self.attention_dropout_layer(attended, training=training))
-        hidden = self.ffn_relu_dropout(self.ffn_hidden(z), training=training)
-        z = self.ffn_norm(z + self.ffn_dropout(self.ffn_output(hidden), training=training))
+        z = self.attention_residual(z, attended, training=training)
+        z = self.ffn_residual(z, self.ffn(z, training=training), training=training)
         return (z,) + tuple(extras) if extras else z
 
     def _unify(self, text, visual, text_mask, visual_mask):
@@ -474,7 +478,7 @@ class UnifiedAttentionStack(keras.layers.Layer):
         num_blocks: L (2 to 12 in the paper; 10 is its best).
         hidden_size, num_heads: as in `UnifiedAttentionBlock` (the paper:
             768 and 8).
-        seed: int seed; block i uses `seed + i`.
+        seed: int seed; block i uses `sub_seed(seed, i)`.
         **kwargs: the other `UnifiedAttentionBlock` options (`filter_size`,
             `dropout`, `attention_dropout`, `gate_dim`, `gate_per_head`,
             `share_gate_weights_across_heads`, `qk_gate`, `mask_quadrants`,
@@ -509,7 +513,7 @@ class UnifiedAttentionStack(keras.layers.Layer):
                 hidden_size,
                 num_heads,
                 multimodal_input=i == 0,
-                seed=None if seed is None else seed + i,
+                seed=sub_seed(seed, i),
                 name=f"block_{i}",
                 dtype=self.dtype_policy,
                 **block_options,

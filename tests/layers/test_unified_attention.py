@@ -1,8 +1,9 @@
-"""Tests of the MUAN unified attention block and stack (seed 004).
+"""Tests of the MUAN unified attention block and stack (Yu et al., 2019,
+arXiv:1908.04107; docs/gated_attention.md).
 
 A NumPy reference of the UA block written from the paper (Eqs. 7-8, Sec.
-III-B) and /work/shared/specs/vl_attention_specs.md section C: Z = [X;
-FC_y(Y)] (optionally each part layer-normed first, as S6), gated
+III-B): Z = [X; FC_y(Y)] (optionally each part layer-normed first, as the
+openvqa code does), gated
 self-attention (the loop reference of test_gated_attention) with the joint
 key padding mask and the Fig. 5b quadrant masks written out by index, then
 post-norm residuals around the attention and FC(4d)-ReLU-FC(d), with Keras's
@@ -28,7 +29,6 @@ from tests._backend import gradients
 from tests.layers.test_gated_attention import randomize
 from tests.layers.test_gated_attention import reference as gated_reference
 from tests.layers.test_gated_attention import to_np
-from tests.layers.test_gated_attention import weights_by_name
 
 D, HEADS, M, N, DY = 8, 2, 4, 6, 5  # width, heads, text and visual lengths, d_y
 
@@ -55,9 +55,15 @@ def allowed_pairs(key_mask, text_length, masked, batch, length):
     return allowed
 
 
+def weights_by_path(block):
+    """{"ffn/hidden/kernel": ..., ...}: the block's weights by their paths
+    inside the block."""
+    return {w.path[len(block.path) + 1:]: to_np(w) for w in block.weights}
+
+
 def block_reference(block, inputs, visual=None, key_mask=None, text_length=None):
     """The block's output and attention weights. `key_mask`: [B, S] for Z."""
-    w = weights_by_name(block)
+    w = weights_by_path(block)
     norm = lambda x, name: layer_norm(  # noqa: E731
         x, w[f"{name}/gamma"], w[f"{name}/beta"], block.layer_norm_epsilon, block.layer_norm)
     z = inputs
@@ -70,9 +76,9 @@ def block_reference(block, inputs, visual=None, key_mask=None, text_length=None)
         text_length = inputs.shape[1]
     mask = allowed_pairs(key_mask, text_length, block.mask_quadrants, *z.shape[:2])
     attended, weights, _ = gated_reference(block.attention, z, mask=mask)
-    z = norm(z + attended, "attention_norm")
-    hidden = np.maximum(z @ w["ffn_hidden/kernel"] + w["ffn_hidden/bias"], 0.0)
-    z = norm(z + hidden @ w["ffn_output/kernel"] + w["ffn_output/bias"], "ffn_norm")
+    z = norm(z + attended, "attention_residual/norm")
+    hidden = np.maximum(z @ w["ffn/hidden/kernel"] + w["ffn/hidden/bias"], 0.0)
+    z = norm(z + hidden @ w["ffn/output/kernel"] + w["ffn/output/bias"], "ffn_residual/norm")
     return z, weights
 
 
