@@ -17,6 +17,7 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
+from keras_structattn.layers._masking import compute_output_spec
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.blocks import LAYER_NORMS
 from keras_structattn.layers.blocks import FeedForward
@@ -357,28 +358,9 @@ class UnifiedAttentionBlock(keras.layers.Layer):
                 "(multimodal_input=True). Received a `visual` input."
             )
 
-    def compute_output_spec(
-        self,
-        inputs,
-        visual=None,
-        padding_mask=None,
-        visual_padding_mask=None,
-        text_length=None,
-        training=None,
-        return_attention_scores=False,
-        return_gates=False,
-    ):
-        self._check_visual(visual)
-        length = inputs.shape[1]
-        if visual is not None:
-            length = None if length is None or visual.shape[1] is None else length + visual.shape[1]
-        batch = inputs.shape[0]
-        outputs = [keras.KerasTensor((batch, length, self.hidden_size), dtype=self.compute_dtype)]
-        if return_attention_scores:
-            outputs.append(keras.KerasTensor((batch, self.num_heads, length, length), "float32"))
-        if return_gates:
-            outputs.append(keras.KerasTensor((batch, self.num_heads, length, 2), "float32"))
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    def compute_output_spec(self, *args, **kwargs):
+        # The outputs depend on the return flags: trace `call` symbolically.
+        return compute_output_spec(self.call, *args, **kwargs)
 
     def call(
         self,
@@ -579,27 +561,8 @@ class UnifiedAttentionStack(keras.layers.Layer):
             return outputs[0], scores + [outputs[1]]
         return outputs, scores
 
-    def compute_output_spec(
-        self,
-        text,
-        visual,
-        text_mask=None,
-        visual_mask=None,
-        training=None,
-        return_attention_scores=False,
-    ):
-        batch, m, n = text.shape[0], text.shape[1], visual.shape[1]
-        dtype = self.compute_dtype
-        text_out = keras.KerasTensor((batch, m, self.hidden_size), dtype=dtype)
-        visual_out = keras.KerasTensor((batch, n, self.hidden_size), dtype=dtype)
-        if not return_attention_scores:
-            return text_out, visual_out
-        length = None if m is None or n is None else m + n
-        scores = [
-            keras.KerasTensor((batch, self.num_heads, length, length), dtype="float32")
-            for _ in self.blocks
-        ]
-        return text_out, visual_out, scores
+    def compute_output_spec(self, *args, **kwargs):
+        return compute_output_spec(self.call, *args, **kwargs)
 
     def get_config(self):
         config = super().get_config()
