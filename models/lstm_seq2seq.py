@@ -26,63 +26,10 @@ from keras import ops
 
 from keras_structattn import hparams as hparams_lib
 from keras_structattn.layers._masking import set_keras_mask
-from keras_structattn.ops import _checks
+from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.transformer import make_attention
-
-PAD_ID = 0
-
-# The hparams that are `LSTMSeq2Seq` constructor arguments.
-MODEL_HPARAMS = (
-    "hidden_size", "num_hidden_layers", "num_heads", "dropout",
-    "shared_embedding_and_softmax_weights", "max_area_width",
-    "area_key_mode", "area_value_mode",
-)
-
-
-def lstm_hparams(**changes):
-    """Defaults of the LSTM sets (t2t `lstm_attention` conventions)."""
-    base = dict(
-        model_type="lstm",
-        hidden_size=1024,
-        num_hidden_layers=2,
-        num_heads=4,
-        dropout=0.2,
-        shared_embedding_and_softmax_weights=True,
-        max_area_width=1,
-        area_key_mode="mean",
-        area_value_mode="sum",
-        # The recipe's schedule peaks at constant / sqrt(warmup * hidden_size):
-        # about 1e-3 for these defaults.
-        **hparams_lib.training_defaults(
-            learning_rate_constant=1.0, learning_rate_warmup_steps=1000
-        ),
-    )
-    return hparams_lib.HParams(**base).override(**changes)
-
-
-def _register_sets():
-    # The paper's grid (Tables 2 and 4): cells x heads, regular and area
-    # (max area width 2), token and character level.
-    for cells in (256, 512, 1024):
-        for heads in (1, 4):
-            for area in (False, True):
-                for char in (False, True):
-                    name = f"lstm_seq2seq_{cells}_h{heads}" + ("_area" if area else "")
-                    name += "_char" if char else ""
-                    values = dict(hidden_size=cells, num_heads=heads)
-                    if area:
-                        values["max_area_width"] = 2
-                    if char:
-                        values["max_length"] = 512
-                    hparams_lib.register(name)(lambda v=values: lstm_hparams(**v))
-    # t2t's `lstm_area_attention_base` and its regular twin.
-    hparams_lib.register("lstm_area_attention_base")(
-        lambda: lstm_hparams(max_area_width=2)
-    )
-    hparams_lib.register("lstm_attention_base")(lambda: lstm_hparams())
-
-
-_register_sets()
+from keras_structattn.ops import _checks
+from models.seq2seq import Seq2Seq
 
 
 def _time_loop(step, init, xs, output_like):
@@ -116,8 +63,12 @@ def _time_loop(step, init, xs, output_like):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class LSTMSeq2Seq(keras.Model):
+class LSTMSeq2Seq(Seq2Seq):
     """2-layer (by default) LSTM seq2seq with multi-head (area) attention.
+
+    The defaults are tensor2tensor's `lstm_attention` (and
+    `lstm_area_attention_base` with `max_area_width=2`); each default is an
+    hparam of the sets (`Seq2Seq.hparam_defaults`).
 
     Args:
         vocab_size: size of the joint vocabulary.
@@ -131,14 +82,20 @@ class LSTMSeq2Seq(keras.Model):
             over spans of up to this many encoder outputs.
         area_key_mode, area_value_mode: area attention's key and value
             modes (`MultiHeadAreaAttention`).
-        seed: int seed of initialisation and dropout.
+        seed: int seed of the embeddings' initialisation and of dropout.
 
-    Call args:
+    Call arguments:
         inputs: `(source_ids [B, S], decoder_inputs [B, T])`.
+        training: whether dropout is active.
 
     Returns:
         float32 logits `[B, T, vocab_size]`.
     """
+
+    model_type = "lstm"
+    # The recipe's schedule peaks at constant / sqrt(warmup * hidden_size):
+    # about 1e-3 for these defaults.
+    training_hparams = dict(learning_rate_constant=1.0, learning_rate_warmup_steps=1000)
 
     def __init__(
         self,
@@ -154,42 +111,14 @@ class LSTMSeq2Seq(keras.Model):
         seed=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("hidden_size", hidden_size),
-            ("num_hidden_layers", num_hidden_layers),
-            ("num_heads", num_heads),
-            ("max_area_width", max_area_width),
-        ):
-            _checks.positive_int(name, value)
-        if hidden_size % num_heads:
-            raise ValueError(
-                "Argument `hidden_size` must be divisible by `num_heads`. "
-                f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
-            )
-        arguments = locals()
-        self.config_values = {
-            name: arguments[name] for name in ("vocab_size", "seed") + MODEL_HPARAMS
-        }
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        init = keras.initializers.RandomNormal(stddev=hidden_size**-0.5, seed=seed)
-        self.source_embedding = keras.layers.Embedding(
-            vocab_size, hidden_size, embeddings_initializer=init, name="source_embedding"
+        check_sizes(hidden_size, num_heads, dropout=dropout)
+        _checks.positive_int("num_hidden_layers", num_hidden_layers)
+        _checks.positive_int("max_area_width", max_area_width)
+        super().__init__(
+            vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
         )
-        if shared_embedding_and_softmax_weights:
-            self.target_embedding = self.source_embedding
-            self.output_projection = None
-        else:
-            self.target_embedding = keras.layers.Embedding(
-                vocab_size, hidden_size, embeddings_initializer=init,
-                name="target_embedding",
-            )
-            self.output_projection = keras.layers.Dense(
-                vocab_size, use_bias=False, name="output_projection"
-            )
+        self._keep_config(locals())
+        self.num_hidden_layers = num_hidden_layers
         self.encoder_layers = [
             keras.layers.LSTM(
                 hidden_size, return_sequences=True, return_state=True,
@@ -209,32 +138,19 @@ class LSTMSeq2Seq(keras.Model):
                 area_value_mode=area_value_mode,
             )
         self.attention = make_attention(
-            num_heads, hidden_size // num_heads, 0.0, area=area, seed=seed,
+            num_heads, hidden_size // num_heads, 0.0, area=area, seed=self._next_seed(),
             name="attention",
         )
         self.attentional = keras.layers.Dense(
             hidden_size, activation="tanh", use_bias=False, name="attentional"
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, name="dropout")
-
-    @classmethod
-    def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):
-        """Builds the model of a `keras_structattn.hparams.HParams` set."""
-        values = {name: getattr(hparams, name) for name in MODEL_HPARAMS}
-        return cls(vocab_size=vocab_size, seed=seed, **values, **kwargs)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.config_values)
-        return config
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, seed=self._next_seed(), name="dropout"
+        )
 
     def build(self, input_shape=None):
         hidden = self.hidden_size
-        self.source_embedding.build((None, None))
-        if self.target_embedding is not self.source_embedding:
-            self.target_embedding.build((None, None))
-        if self.output_projection is not None:
-            self.output_projection.build((None, hidden))
+        self._build_embeddings()
         for layer in self.encoder_layers:
             layer.build((None, None, hidden))
         self.decoder_cells[0].build((None, 2 * hidden))  # [embedding; attentional]
@@ -246,18 +162,6 @@ class LSTMSeq2Seq(keras.Model):
 
     # ------------------------------------------------------------- pieces
 
-    def _embed(self, embedding, ids):
-        x = embedding(ids)
-        return x * ops.cast(ops.expand_dims(ops.not_equal(ids, PAD_ID), -1), x.dtype)
-
-    def _logits(self, attentional):
-        if self.output_projection is None:
-            table = ops.cast(self.target_embedding.embeddings, attentional.dtype)
-            logits = ops.matmul(attentional, ops.transpose(table))
-        else:
-            logits = self.output_projection(attentional)
-        return ops.cast(logits, "float32")
-
     def encode(self, source_ids, training=False):
         """Returns `(encoder state dict, padding mask bool [B, S])`.
 
@@ -265,7 +169,7 @@ class LSTMSeq2Seq(keras.Model):
         final `(h, c)` (taken at the last real token: padding is masked).
         """
         source_ids = ops.cast(source_ids, "int32")
-        mask = ops.not_equal(source_ids, PAD_ID)
+        mask = self.padding_mask(source_ids)
         x = self.dropout_layer(self._embed(self.source_embedding, source_ids), training=training)
         states = []
         for i, layer in enumerate(self.encoder_layers):
@@ -309,10 +213,10 @@ class LSTMSeq2Seq(keras.Model):
 
     # ---------------------------------------------------------- forward
 
-    def call(self, inputs, training=None):
-        source_ids, decoder_inputs = inputs
-        encoder, mask = self.encode(source_ids, training=training)
-        cache = self.initial_cache(encoder, mask)
+    def decode(self, decoder_inputs, encoder, encoder_mask, training=False):
+        """Teacher-forced logits `[B, T, V]`: the decoder step run over the
+        whole shifted target (`_time_loop`)."""
+        cache = self.initial_cache(encoder, encoder_mask)
         embedded = self.dropout_layer(
             self._embed(self.target_embedding, ops.cast(decoder_inputs, "int32")),
             training=training,
@@ -341,3 +245,33 @@ class LSTMSeq2Seq(keras.Model):
         embedded = self._embed(self.target_embedding, ops.cast(ids, "int32"))[:, 0, :]
         attentional, cache = self._step(embedded, cache)
         return self._logits(attentional), cache
+
+
+# ----------------------------------------------------------------- hparams
+
+
+def _register_sets():
+    # The paper's grid (Tables 2 and 4): cells x heads, regular and area
+    # (max area width 2), token and character level.
+    for cells in (256, 512, 1024):
+        for heads in (1, 4):
+            for area in (False, True):
+                for char in (False, True):
+                    name = f"lstm_seq2seq_{cells}_h{heads}" + ("_area" if area else "")
+                    name += "_char" if char else ""
+                    values = dict(hidden_size=cells, num_heads=heads)
+                    if area:
+                        values["max_area_width"] = 2
+                    if char:
+                        values["max_length"] = 512
+                    hparams_lib.register(name)(
+                        lambda v=values: LSTMSeq2Seq.default_hparams(**v)
+                    )
+    # t2t's `lstm_area_attention_base` and its regular twin (the defaults).
+    hparams_lib.register("lstm_area_attention_base")(
+        lambda: LSTMSeq2Seq.default_hparams(max_area_width=2)
+    )
+    hparams_lib.register("lstm_attention_base")(LSTMSeq2Seq.default_hparams)
+
+
+_register_sets()

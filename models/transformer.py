@@ -3,19 +3,21 @@
 The model maps `(source_ids, decoder_inputs)` to float32 logits over the
 target vocabulary. Conventions of tensor2tensor: token id 0 is padding (and
 the decoder's start symbol: `decoder_inputs` is the target shifted right
-with a 0), id 1 is EOS; embeddings are scaled by `sqrt(hidden_size)` and the
-embedding of id 0 is zero; float32 `[sin | cos]` timing signals; pre-norm
-blocks with a final layer norm; optionally one embedding matrix shared by
-source, target and the softmax.
+with a 0), id 1 is EOS (`keras_structattn.tokens`); embeddings are scaled by
+`sqrt(hidden_size)` and the embedding of id 0 is zero; float32 `[sin | cos]`
+timing signals; pre-norm blocks with a final layer norm; optionally one
+embedding matrix shared by source, target and the softmax (`Seq2Seq`,
+`models/seq2seq.py`).
 
-Area attention (Li et al., 2019, section 4.1) is used in the first
-`num_area_layers` layers, in the attention kinds listed in
+Area attention (Li et al., 2019, arXiv:1810.10126, section 4.1) is used in
+the first `num_area_layers` layers, in the attention kinds listed in
 `area_attention_kinds` (encoder self-attention, decoder self-attention and
 encoder-decoder attention by default, as in the paper).
 
 Hyper-parameter sets (`keras_structattn.hparams`): `transformer_tiny`,
-`transformer_small`, `transformer_base`, `transformer_big`, each with an
-`_area` variant (area attention of width 3 in the first 2 layers).
+`transformer_small`, `transformer_base` (the constructor's defaults),
+`transformer_big`, each with an `_area` variant (area attention of width 3
+in the first 2 layers).
 """
 
 import math
@@ -25,78 +27,12 @@ from keras import ops
 
 from keras_structattn import hparams as hparams_lib
 from keras_structattn.layers.transformer import TransformerDecoderBlock
-from keras_structattn.ops import _checks
 from keras_structattn.layers.transformer import TransformerEncoderBlock
+from keras_structattn.ops import _checks
 from keras_structattn.ops.positions import timing_signal
+from models.seq2seq import Seq2Seq
 
 AREA_KINDS = ("encoder_self", "decoder_self", "encdec")
-# The hparams that are `Transformer` constructor arguments (the others, such
-# as the learning rate, are the recipe's).
-MODEL_HPARAMS = (
-    "hidden_size", "filter_size", "num_hidden_layers", "num_heads",
-    "layer_prepostprocess_dropout", "attention_dropout", "relu_dropout",
-    "shared_embedding_and_softmax_weights", "num_area_layers",
-    "area_attention_kinds", "max_area_width", "max_area_height",
-    "memory_height", "area_key_mode", "area_value_mode",
-)
-PAD_ID = 0
-EOS_ID = 1
-
-
-# ----------------------------------------------------------------- hparams
-
-
-def transformer_hparams(**changes):
-    """Defaults shared by all sets (t2t `transformer_base` conventions)."""
-    base = dict(
-        model_type="transformer",
-        hidden_size=512,
-        filter_size=2048,
-        num_hidden_layers=6,
-        num_heads=8,
-        layer_prepostprocess_dropout=0.1,
-        attention_dropout=0.1,
-        relu_dropout=0.1,
-        shared_embedding_and_softmax_weights=True,
-        # t2t's Transformer schedule: constant 2.0, 8000 warm-up steps.
-        **hparams_lib.training_defaults(),
-        # Area attention.
-        num_area_layers=0,
-        area_attention_kinds="encoder_self,decoder_self,encdec",
-        max_area_width=1,
-        max_area_height=1,
-        memory_height=1,
-        area_key_mode="mean",
-        area_value_mode="sum",
-    )
-    return hparams_lib.HParams(**base).override(**changes)
-
-
-def _sets():
-    sizes = {
-        "tiny": dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4),
-        "small": dict(num_hidden_layers=2, hidden_size=256, filter_size=1024, num_heads=4),
-        "base": dict(num_hidden_layers=6, hidden_size=512, filter_size=2048, num_heads=8),
-        "big": dict(
-            num_hidden_layers=6,
-            hidden_size=1024,
-            filter_size=4096,
-            num_heads=16,
-            layer_prepostprocess_dropout=0.3,
-        ),
-    }
-    area = dict(num_area_layers=2, max_area_width=3)
-    for size, values in sizes.items():
-        yield f"transformer_{size}", values
-        yield f"transformer_{size}_area", dict(values, **area)
-
-
-def _register_sets():
-    for name, values in _sets():
-        hparams_lib.register(name)(lambda values=values: transformer_hparams(**values))
-
-
-_register_sets()
 
 
 def area_kinds(text):
@@ -115,8 +51,11 @@ def area_kinds(text):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class Transformer(keras.Model):
+class Transformer(Seq2Seq):
     """Encoder-decoder Transformer over token ids.
+
+    The defaults are tensor2tensor's `transformer_base`; each default is an
+    hparam of the sets (`Seq2Seq.hparam_defaults`).
 
     Args:
         vocab_size: size of the (joint) vocabulary.
@@ -131,15 +70,17 @@ class Transformer(keras.Model):
             `decoder_self`, `encdec`.
         max_area_width, max_area_height, memory_height, area_key_mode,
             area_value_mode: the area arguments (`MultiHeadAreaAttention`).
-        seed: int seed of the dropouts.
+        seed: int seed of the initializers and dropouts.
 
-    Call args:
+    Call arguments:
         inputs: a tuple `(source_ids [B, S], decoder_inputs [B, T])` of ints.
         training: whether dropout is active.
 
     Returns:
         float32 logits `[B, T, vocab_size]`.
     """
+
+    model_type = "transformer"
 
     def __init__(
         self,
@@ -162,11 +103,10 @@ class Transformer(keras.Model):
         seed=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        if not isinstance(vocab_size, int) or vocab_size < 2:
-            raise ValueError(
-                f"Argument `vocab_size` must be an int >= 2. Received: {vocab_size!r}"
-            )
+        super().__init__(
+            vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
+        )
+        self._keep_config(locals())
         _checks.positive_int("num_hidden_layers", num_hidden_layers)
         if not 0 <= num_area_layers <= num_hidden_layers:
             raise ValueError(
@@ -174,13 +114,6 @@ class Transformer(keras.Model):
                 f" (num_hidden_layers). Received: {num_area_layers!r}"
             )
         kinds = area_kinds(area_attention_kinds)
-        # Everything but `vocab_size` and `seed` is also an hparams name.
-        arguments = locals()
-        self.config_values = {
-            name: arguments[name] for name in ("vocab_size", "seed") + MODEL_HPARAMS
-        }
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
         area = dict(
             max_area_width=max_area_width,
             max_area_height=max_area_height,
@@ -192,35 +125,22 @@ class Transformer(keras.Model):
         def area_for(kind, layer):
             return area if layer < num_area_layers and kind in kinds else None
 
-        init = keras.initializers.RandomNormal(stddev=hidden_size**-0.5, seed=seed)
-        self.source_embedding = keras.layers.Embedding(
-            vocab_size, hidden_size, embeddings_initializer=init,
-            name="source_embedding",
-        )
-        if shared_embedding_and_softmax_weights:
-            self.target_embedding = self.source_embedding
-            self.output_projection = None
-        else:
-            self.target_embedding = keras.layers.Embedding(
-                vocab_size, hidden_size, embeddings_initializer=init,
-                name="target_embedding",
+        def dropout(name):
+            return keras.layers.Dropout(
+                layer_prepostprocess_dropout, seed=self._next_seed(), name=name
             )
-            self.output_projection = keras.layers.Dense(
-                vocab_size, use_bias=False, name="output_projection"
-            )
+
+        self.input_dropout = dropout("encoder_input_dropout")
+        self.target_dropout = dropout("decoder_input_dropout")
         block_args = dict(
             attention_dropout=attention_dropout,
             relu_dropout=relu_dropout,
             layer_dropout=layer_prepostprocess_dropout,
         )
-
-        def block_seed(i):
-            return None if seed is None else seed + 1 + i
-
         self.encoder_blocks = [
             TransformerEncoderBlock(
                 hidden_size, filter_size, num_heads,
-                area=area_for("encoder_self", i), seed=block_seed(i),
+                area=area_for("encoder_self", i), seed=self._next_seed(),
                 name=f"encoder_{i}", **block_args,
             )
             for i in range(num_hidden_layers)
@@ -230,7 +150,7 @@ class Transformer(keras.Model):
                 hidden_size, filter_size, num_heads,
                 self_area=area_for("decoder_self", i),
                 encdec_area=area_for("encdec", i),
-                seed=block_seed(num_hidden_layers + i),
+                seed=self._next_seed(),
                 name=f"decoder_{i}", **block_args,
             )
             for i in range(num_hidden_layers)
@@ -241,42 +161,15 @@ class Transformer(keras.Model):
         self.decoder_norm = keras.layers.LayerNormalization(
             epsilon=1e-6, name="decoder_norm"
         )
-        self.input_dropout = keras.layers.Dropout(
-            layer_prepostprocess_dropout, seed=seed, name="encoder_input_dropout"
-        )
-        self.target_dropout = keras.layers.Dropout(
-            layer_prepostprocess_dropout,
-            seed=None if seed is None else seed + 7919,
-            name="decoder_input_dropout",
-        )
-
-    @classmethod
-    def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):
-        """Builds the model of a `keras_structattn.hparams.HParams` set."""
-        values = {name: getattr(hparams, name) for name in MODEL_HPARAMS}
-        return cls(vocab_size=vocab_size, seed=seed, **values, **kwargs)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.config_values)
-        return config
 
     # ------------------------------------------------------------ embedding
 
-    def _embed(self, embedding, ids, positions):
+    def _embed_at(self, embedding, ids, positions):
         """Scaled embedding (zero for padding) plus float32 timing signal."""
-        x = embedding(ids) * ops.cast(math.sqrt(self.hidden_size), embedding.compute_dtype)
-        x = x * ops.cast(ops.expand_dims(ops.not_equal(ids, PAD_ID), -1), x.dtype)
+        x = self._embed(embedding, ids)
+        x = x * ops.cast(math.sqrt(self.hidden_size), x.dtype)
         signal = timing_signal(positions, self.hidden_size)
         return x + ops.cast(signal, x.dtype)
-
-    def _logits(self, x):
-        if self.output_projection is None:
-            table = ops.cast(self.target_embedding.embeddings, x.dtype)
-            logits = ops.matmul(x, ops.transpose(table))
-        else:
-            logits = self.output_projection(x)
-        return ops.cast(logits, "float32")
 
     # -------------------------------------------------------------- forward
 
@@ -286,11 +179,7 @@ class Transformer(keras.Model):
             source_shape, target_shape = input_shape
         hidden = (source_shape[0], source_shape[1], self.hidden_size)
         target_hidden = (target_shape[0], target_shape[1], self.hidden_size)
-        self.source_embedding.build(source_shape)
-        if self.target_embedding is not self.source_embedding:
-            self.target_embedding.build(target_shape)
-        if self.output_projection is not None:
-            self.output_projection.build(target_hidden)
+        self._build_embeddings(source_shape, target_shape)
         for block in self.encoder_blocks:
             block.build(hidden)
         for block in self.decoder_blocks:
@@ -302,9 +191,9 @@ class Transformer(keras.Model):
     def encode(self, source_ids, training=False):
         """Returns `(encoder_outputs [B, S, H], padding_mask bool [B, S])`."""
         source_ids = ops.cast(source_ids, "int32")
-        mask = ops.not_equal(source_ids, PAD_ID)
+        mask = self.padding_mask(source_ids)
         positions = ops.arange(ops.shape(source_ids)[1])
-        x = self._embed(self.source_embedding, source_ids, positions)
+        x = self._embed_at(self.source_embedding, source_ids, positions)
         x = self.input_dropout(x, training=training)
         for block in self.encoder_blocks:
             x = block(x, padding_mask=mask, training=training)
@@ -314,18 +203,13 @@ class Transformer(keras.Model):
         """Logits `[B, T, V]` of the whole (shifted) target, causally."""
         decoder_inputs = ops.cast(decoder_inputs, "int32")
         positions = ops.arange(ops.shape(decoder_inputs)[1])
-        x = self._embed(self.target_embedding, decoder_inputs, positions)
+        x = self._embed_at(self.target_embedding, decoder_inputs, positions)
         x = self.target_dropout(x, training=training)
         for block in self.decoder_blocks:
             x = block(
                 x, encoder_outputs, encoder_padding_mask=encoder_mask, training=training
             )
         return self._logits(self.decoder_norm(x))
-
-    def call(self, inputs, training=None):
-        source_ids, decoder_inputs = inputs
-        encoder_outputs, mask = self.encode(source_ids, training=training)
-        return self.decode(decoder_inputs, encoder_outputs, mask, training=training)
 
     # --------------------------------------------------- incremental decoding
 
@@ -358,10 +242,37 @@ class Transformer(keras.Model):
             `(logits float32 [B, V], cache)`.
         """
         ids = ops.cast(ids, "int32")
-        x = self._embed(self.target_embedding, ids, ops.reshape(index, (1,)))
+        x = self._embed_at(self.target_embedding, ids, ops.reshape(index, (1,)))
         new_cache = {"encoder_mask": cache["encoder_mask"]}
         for i, block in enumerate(self.decoder_blocks):
             x, new_cache[f"layer_{i}"] = block.call_cached(
                 x, cache[f"layer_{i}"], index, cache["encoder_mask"]
             )
         return self._logits(self.decoder_norm(x))[:, 0, :], new_cache
+
+
+# ----------------------------------------------------------------- hparams
+
+
+def _sets():
+    """Each set's changes to the constructor's defaults (`transformer_base`)."""
+    sizes = {
+        "tiny": dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4),
+        "small": dict(num_hidden_layers=2, hidden_size=256, filter_size=1024, num_heads=4),
+        "base": dict(),
+        "big": dict(
+            hidden_size=1024, filter_size=4096, num_heads=16, layer_prepostprocess_dropout=0.3
+        ),
+    }
+    area = dict(num_area_layers=2, max_area_width=3)
+    for size, values in sizes.items():
+        yield f"transformer_{size}", values
+        yield f"transformer_{size}_area", dict(values, **area)
+
+
+def _register_sets():
+    for name, values in _sets():
+        hparams_lib.register(name)(lambda values=values: Transformer.default_hparams(**values))
+
+
+_register_sets()

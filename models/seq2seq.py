@@ -1,0 +1,207 @@
+"""`Seq2Seq`: the base of the encoder-decoder models over token ids.
+
+What the Transformer (`models/transformer.py`), the LSTM seq2seq
+(`models/lstm_seq2seq.py`) and the captioners share:
+
+* Hyper-parameters. The keyword arguments of a model's constructor that
+  have defaults are its hparams: `hparam_defaults()` reads them from the
+  signature, so each default is written once, in the constructor.
+  `default_hparams(**changes)` adds `model_type` and the recipe's training
+  values (`keras_structattn.hparams.training_defaults`, with the family's
+  `training_hparams` changes); `from_hparams` builds a model from an
+  `HParams`, and `get_config` returns the constructor's arguments.
+* Embeddings with the shared softmax. A source and a target
+  `keras.layers.Embedding` (normal, stddev `hidden_size ** -0.5`), or with
+  `shared_embedding_and_softmax_weights` one matrix for both and for the
+  output projection (Press & Wolf, 2017, arXiv:1608.05859); the embedding of
+  `PAD_ID` is zero, and logits are float32.
+* The decoding protocol of `keras_structattn.decoding.seq2seq`: `encode`,
+  `initial_cache`, `decode_step`, plus `decode` (the teacher-forced pass)
+  and `call((source_ids, decoder_inputs))`.
+
+Token ids follow `keras_structattn.tokens` (tensor2tensor's convention):
+`PAD_ID` pads and starts the decoder, `EOS_ID` ends a sentence.
+
+Seeds: the model's random sublayers (the embedding initializers first,
+then the subclass's, in the order it makes them) are seeded by
+`keras_structattn.layers.blocks.sub_seed`.
+"""
+
+import inspect
+
+import keras
+from keras import ops
+
+from keras_structattn import hparams as hparams_lib
+from keras_structattn.layers.blocks import sub_seed
+from keras_structattn.tokens import PAD_ID
+
+
+class Seq2Seq(keras.Model):
+    """Base of the encoder-decoder models (see the module docstring).
+
+    A subclass sets `model_type` (the hparam naming its family) and
+    `training_hparams` (its changes to the recipe's training defaults),
+    calls `super().__init__` then `_keep_config(locals())` in its
+    constructor, and implements `encode`, `decode`, `initial_cache` and
+    `decode_step`.
+
+    Args:
+        vocab_size: size of the (joint) vocabulary, an int >= 2 (`PAD_ID`
+            and `EOS_ID` are ids of it).
+        hidden_size: the embedding width.
+        shared_embedding_and_softmax_weights: one matrix for source and
+            target embeddings and the output projection (joint vocabulary);
+            otherwise three separate ones.
+        seed: int seed of the model's initializers and dropouts.
+        **kwargs: `keras.Model` arguments.
+
+    Call arguments:
+        inputs: `(source_ids [B, S], decoder_inputs [B, T])` of ints, the
+            decoder inputs being the targets shifted right with `PAD_ID`.
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `[B, T, vocab_size]`.
+    """
+
+    model_type = None
+    training_hparams = {}
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        shared_embedding_and_softmax_weights,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
+            raise ValueError(
+                "Argument `vocab_size` must be an int >= 2 (the padding and EOS ids are "
+                f"tokens of it). Received: {vocab_size!r}"
+            )
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.seed = seed
+        self._seed_count = 0
+        self.source_embedding = self._embedding("source_embedding")
+        if shared_embedding_and_softmax_weights:
+            self.target_embedding = self.source_embedding
+            self.output_projection = None
+        else:
+            self.target_embedding = self._embedding("target_embedding")
+            self.output_projection = keras.layers.Dense(
+                vocab_size, use_bias=False, name="output_projection"
+            )
+
+    def _next_seed(self):
+        """`sub_seed` of the next random sublayer made."""
+        self._seed_count += 1
+        return sub_seed(self.seed, self._seed_count - 1)
+
+    def _embedding(self, name):
+        initializer = keras.initializers.RandomNormal(
+            stddev=self.hidden_size**-0.5, seed=self._next_seed()
+        )
+        return keras.layers.Embedding(
+            self.vocab_size, self.hidden_size, embeddings_initializer=initializer, name=name
+        )
+
+    # ---------------------------------------------------- hyper-parameters
+
+    @classmethod
+    def hparam_defaults(cls):
+        """The constructor's hyper-parameters and their defaults, by name
+        (every argument with a default but `seed`)."""
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return {
+            p.name: p.default
+            for p in parameters
+            if p.kind in kinds and p.default is not p.empty and p.name != "seed"
+        }
+
+    @classmethod
+    def default_hparams(cls, **changes):
+        """The family's `HParams`: `model_type`, the constructor's defaults
+        and the recipe's training values, with `changes` applied."""
+        values = dict(
+            model_type=cls.model_type,
+            **cls.hparam_defaults(),
+            **hparams_lib.training_defaults(**cls.training_hparams),
+        )
+        return hparams_lib.HParams(**values).override(**changes)
+
+    @classmethod
+    def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):
+        """Builds the model of a `keras_structattn.hparams.HParams` set."""
+        values = {name: getattr(hparams, name) for name in cls.hparam_defaults()}
+        return cls(vocab_size=vocab_size, seed=seed, **values, **kwargs)
+
+    def _keep_config(self, arguments):
+        """Keeps the constructor's `arguments` (its `locals()`) for
+        `get_config`."""
+        names = ("vocab_size", "seed", *self.hparam_defaults())
+        self._constructor_config = {name: arguments[name] for name in names}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self._constructor_config)
+        return config
+
+    # ---------------------------------------------------------- embeddings
+
+    def _build_embeddings(self, source_shape=(None, None), target_shape=(None, None)):
+        self.source_embedding.build(source_shape)
+        if self.target_embedding is not self.source_embedding:
+            self.target_embedding.build(target_shape)
+        if self.output_projection is not None:
+            self.output_projection.build((None, self.hidden_size))
+
+    @staticmethod
+    def padding_mask(ids):
+        """Bool `[B, L]`: True where `ids` is not `PAD_ID`."""
+        return ops.not_equal(ids, PAD_ID)
+
+    def _embed(self, embedding, ids):
+        """`embedding(ids)`, zero where `ids` is `PAD_ID`."""
+        x = embedding(ids)
+        return x * ops.cast(ops.expand_dims(self.padding_mask(ids), -1), x.dtype)
+
+    def _logits(self, x):
+        """float32 logits `[..., vocab_size]` of decoder features `x`."""
+        if self.output_projection is None:
+            table = ops.cast(self.target_embedding.embeddings, x.dtype)
+            logits = ops.matmul(x, ops.transpose(table))
+        else:
+            logits = self.output_projection(x)
+        return ops.cast(logits, "float32")
+
+    # ------------------------------------------------------------ protocol
+
+    def call(self, inputs, training=None):
+        source_ids, decoder_inputs = inputs
+        encoded, mask = self.encode(source_ids, training=training)
+        return self.decode(decoder_inputs, encoded, mask, training=training)
+
+    def encode(self, source_ids, training=False):
+        """`(encoded, padding mask bool [B, S])`: what `decode` and
+        `initial_cache` read (a tensor or a nested structure)."""
+        raise NotImplementedError
+
+    def decode(self, decoder_inputs, encoded, encoder_mask, training=False):
+        """Logits `[B, T, vocab_size]` of the whole shifted target."""
+        raise NotImplementedError
+
+    def initial_cache(self, encoded, encoder_mask, max_decode_length):
+        """The decoding state before the first step: a dict of tensors with
+        a leading batch axis and fixed shapes (beam search tiles it)."""
+        raise NotImplementedError
+
+    def decode_step(self, ids, cache, index):
+        """`(logits float32 [B, vocab_size], cache)` for the token after
+        `ids` `[B, 1]`, the decoder input at position `index` (an int scalar
+        tensor)."""
+        raise NotImplementedError
