@@ -228,8 +228,9 @@ class Residual(keras.layers.Layer):
     Pre-norm (`normalize_first=True`, tensor2tensor's Transformer):
     `x + Dropout(F(LN(x)))`. Post-norm (`normalize_first=False`: the
     original Transformer, MCAN, MUAN and CATT): `LN(x + Dropout(F(x)))`.
-    The sublayer F is the caller's, called on `sublayer_input(x)`; the
-    layer combines its output with x. The same code serves both orders:
+    The sublayer F is the caller's, called on `sublayer_input(x)` (which
+    is `residual(x)`); the layer then combines its output with x. The same
+    code serves both orders:
 
         y = attention(residual.sublayer_input(x), ...)
         x = residual(x, y, training=training)
@@ -244,11 +245,13 @@ class Residual(keras.layers.Layer):
 
     Call arguments:
         inputs: x `[..., dim]`, the sublayer's input before the norm.
-        sublayer_output: F's output for `sublayer_input(x)`, of x's shape.
+        sublayer_output: F's output for `sublayer_input(x)`, of x's shape;
+            None to get `sublayer_input(x)` itself.
         training: whether dropout is active.
 
     Returns:
-        The next x, of x's shape.
+        The next x, of x's shape (what the sublayer reads, if
+        `sublayer_output` is None).
     """
 
     def __init__(
@@ -283,13 +286,13 @@ class Residual(keras.layers.Layer):
 
     def sublayer_input(self, inputs):
         """What the sublayer reads: `LN(x)` when `normalize_first`, else x."""
-        if not self.normalize_first:
-            return inputs
-        if not self.built:
-            self.build(inputs.shape)
-        return self.norm(inputs)
+        # Through `__call__`, so that a functional model records this layer
+        # (not its norm alone) and can be rebuilt from its config.
+        return self(inputs)
 
-    def call(self, inputs, sublayer_output, training=None):
+    def call(self, inputs, sublayer_output=None, training=None):
+        if sublayer_output is None:
+            return self.norm(inputs) if self.normalize_first else inputs
         added = inputs + self.dropout_layer(sublayer_output, training=training)
         return added if self.normalize_first else self.norm(added)
 
