@@ -133,10 +133,10 @@ def check_layers():
     y = box(query, value, query_boxes=boxes(q_len), key_boxes=boxes(k_len))
     finite("PositionalMultiHeadAttention (boxes)", y, [out])
 
-    causal = layers.CausalAttention(num_heads=2, key_dim=8, dictionary_size=9, fusion="concat")
-    finite("CausalAttention", causal(query, value), [(batch, q_len, 2 * dim)])
+    causal = layers.CATTAttention(num_heads=2, key_dim=8, dictionary_size=9, fusion="concat")
+    finite("CATTAttention", causal(query, value), [(batch, q_len, 2 * dim)])
     dictionary = normal(11, dim)
-    finite("CausalAttention (dictionary=)", causal(query, value, dictionary=dictionary),
+    finite("CATTAttention (dictionary=)", causal(query, value, dictionary=dictionary),
            [(batch, q_len, 2 * dim)])
 
     visual = normal(batch, k_len, 12)

@@ -1,14 +1,14 @@
 """Keras layers of structured attention."""
 
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
+from keras_structattn.layers.catt_attention import CATTAttention
+from keras_structattn.layers.catt_attention import CATTTopDownAttention
+from keras_structattn.layers.catt_attention import GlobalDictionary
+from keras_structattn.layers.catt_attention import TopDownAttention
 from keras_structattn.layers.catt_transformer import CATTDecoder
 from keras_structattn.layers.catt_transformer import CATTDecoderBlock
 from keras_structattn.layers.catt_transformer import CATTEncoder
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
-from keras_structattn.layers.causal_attention import CausalAttention
-from keras_structattn.layers.causal_attention import CausalTopDownAttention
-from keras_structattn.layers.causal_attention import GlobalDictionary
-from keras_structattn.layers.causal_attention import TopDownAttention
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
 from keras_structattn.layers.normalization import StdLayerNormalization

@@ -1,7 +1,7 @@
-"""Stacked causal attention for Transformers (Transformer+CATT).
+"""Stacked CATT causal-intervention attention for Transformers (Transformer+CATT).
 
 The Transformer+CATT of Yang et al., 2021, arXiv:2103.03493 (Fig. 5); see
-docs/causal_attention.md.
+docs/catt_attention.md.
 
 Every block carries two streams side by side, the in-sample (IS) stream Z
 and the cross-sample (CS) stream X, through the same sublayers (Eq. 8:
@@ -10,7 +10,7 @@ LayerNorm, post-norm as in the original Transformer and the released
 LXMERT+CATT code: the post-norm `Residual` and the `FeedForward` of
 `layers/blocks.py`):
 
-* Self-attention (a `CausalAttention` with `fusion="none"`): the IS stream
+* Self-attention (a `CATTAttention` with `fusion="none"`): the IS stream
   attends to itself; the CS stream's attention uses the *same query* (the
   IS stream) over the CS context: the dictionary in the first block of a
   stack (image dictionary in the encoder, word dictionary in the decoder;
@@ -42,9 +42,9 @@ from keras import ops
 from keras_structattn.layers.blocks import BlockBase
 from keras_structattn.layers.blocks import clone_initializer
 from keras_structattn.layers.blocks import sub_seed
-from keras_structattn.layers.causal_attention import CausalAttention
-from keras_structattn.layers.causal_attention import GlobalDictionary
-from keras_structattn.layers.causal_attention import uniform_dictionary_initializer
+from keras_structattn.layers.catt_attention import CATTAttention
+from keras_structattn.layers.catt_attention import GlobalDictionary
+from keras_structattn.layers.catt_attention import uniform_dictionary_initializer
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 
@@ -74,7 +74,7 @@ class _CATTBlock(BlockBase):
             )
         self.share_weights = share_weights
         self.activation = keras.activations.get(activation)
-        self.self_attention = CausalAttention(
+        self.self_attention = CATTAttention(
             num_heads,
             hidden_size // num_heads,
             dictionary_size=None,

@@ -19,7 +19,7 @@ needs:
   the logits (allowed pairs per head, a scale, a float32 bias, top-k): a
   `LogitStructure`.
 * `_attend(query, key, value, structure, training, need_weights, state)`:
-  the attention itself (area attention attends to areas; causal attention
+  the attention itself (area attention attends to areas; CATT attention
   adds its cross-sample branch).
 * `_output(context, output_gate, state)`: the output projection.
 * `_extra_outputs(query, key, state)`: outputs after the scores.

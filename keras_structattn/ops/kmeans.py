@@ -4,7 +4,7 @@ Used to initialise the global dictionaries of causal attention (CATT: Yang
 et al., 2021, arXiv:2103.03493, Section 3.2): the paper clusters all
 training RoI features (or word embeddings) and uses the K centres as the
 dictionary. `GlobalDictionary.adapt` calls `minibatch_kmeans`; see
-docs/causal_attention.md.
+docs/catt_attention.md.
 
 Why NumPy and not `keras.ops`: this is a one-off, host-side preprocessing
 pass (like the `adapt` of Keras preprocessing layers), fed batch by batch
@@ -15,7 +15,7 @@ would, per shape), and runs k-means++'s K sequential seeding steps as plain
 loops. The work is vectorised: one BLAS matrix product per batch for the
 distances, sorted segment sums for the centre updates; no Python loop runs
 over samples. What it gives up is the GPU, which a pass this size does not
-need (`benchmarks/causal_attention.py` times one).
+need (`benchmarks/catt_attention.py` times one).
 
 Algorithm (Sculley 2010, "Web-scale k-means clustering"; the update of
 scikit-learn's `MiniBatchKMeans`, without its reassignment heuristics):

@@ -49,7 +49,7 @@ def layer_class(kind):
         "graph": "GraphMultiHeadAttention",
         "gated": "GatedMultiHeadAttention",
         "positional": "PositionalMultiHeadAttention",
-        "causal": "CausalAttention",
+        "causal": "CATTAttention",
     }
     return getattr(importlib.import_module("keras_structattn.layers"), names[kind])
 

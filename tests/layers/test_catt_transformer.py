@@ -1,5 +1,5 @@
 """Tests of the stacked Transformer+CATT blocks (Yang et al., 2021,
-arXiv:2103.03493, Fig. 5; docs/causal_attention.md).
+arXiv:2103.03493, Fig. 5; docs/catt_attention.md).
 
 The encoder and decoder stacks are checked against a NumPy reference of
 post-norm blocks written here from the paper and the module's description:

@@ -17,7 +17,7 @@ The layers in their plain configuration: `StructuredMultiHeadAttention`,
 `GraphMultiHeadAttention` called without `relations`,
 `GatedMultiHeadAttention(qk_gate=False)` (self-attention only),
 `PositionalMultiHeadAttention` called without positions and
-`CausalAttention(dictionary_size=None)` called without a dictionary.
+`CATTAttention(dictionary_size=None)` called without a dictionary.
 
 Ported (Keras test -> here):
 

@@ -1,9 +1,9 @@
 """The tensor2tensor-style Transformer: cached decoding equals the full pass,
 hparams sets, serialisation, mixed precision and a short fit."""
 
+import keras
 import numpy as np
 import pytest
-import keras
 from keras import ops
 
 from keras_structattn import hparams as hparams_lib

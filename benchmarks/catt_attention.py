@@ -1,9 +1,9 @@
-"""Speed of `CausalAttention` (CATT) against `keras.layers.MultiHeadAttention`,
+"""Speed of `CATTAttention` (CATT) against `keras.layers.MultiHeadAttention`,
 and of `GlobalDictionary.adapt` (K-means).
 
 At the Transformer+CATT captioning shape (Yang et al., 2021,
 arXiv:2103.03493, supplementary implementation details; see
-docs/causal_attention.md):
+docs/catt_attention.md):
 self-attention over 36 regions (encoder) and causal self-attention over 50
 words (decoder), hidden 512, 8 heads, dictionary K = 500, batch 50. The
 baseline is Keras MHA on the same input (with `use_causal_mask` for words).
@@ -22,9 +22,9 @@ The last lines time `GlobalDictionary(500).adapt` (mini-batch K-means with
 k-means++ seeding, NumPy on the host) over `--kmeans-rows` random vectors.
 
 Usage:
-    python benchmarks/causal_attention.py [--repeats 10] [--batch 50] [--jit both|on|off]
+    python benchmarks/catt_attention.py [--repeats 10] [--batch 50] [--jit both|on|off]
         [--kmeans-rows 100000] [--kmeans-epochs 3]
-    KERAS_BACKEND=jax python benchmarks/causal_attention.py
+    KERAS_BACKEND=jax python benchmarks/catt_attention.py
 """
 
 import argparse
@@ -39,8 +39,8 @@ import numpy as np  # noqa: E402
 from _timing import make_steps  # noqa: E402
 from _timing import paired_medians  # noqa: E402
 
-from keras_structattn.layers.causal_attention import CausalAttention  # noqa: E402
-from keras_structattn.layers.causal_attention import GlobalDictionary  # noqa: E402
+from keras_structattn.layers.catt_attention import CATTAttention  # noqa: E402
+from keras_structattn.layers.catt_attention import GlobalDictionary  # noqa: E402
 
 HEADS, HIDDEN, SIZE = 8, 512, 500
 SHAPES = [("regions", 36, False), ("words", 50, True)]
@@ -93,7 +93,7 @@ def time_attention(args, jits):
             rows = [("keras MHA", 1.0, fwd, fwd, both, both, base[2])]
             for label, options in VARIANTS:
                 keras.utils.set_random_seed(0)
-                layer = CausalAttention(HEADS, key_dim, dictionary_size=SIZE, **options)
+                layer = CATTAttention(HEADS, key_dim, dictionary_size=SIZE, **options)
                 layer(x, x, **kwargs)
                 row = make_steps(layer, x, jit, **kwargs)
                 fwd_base, fwd = paired_medians(base[0], row[0], args.warmup, args.repeats)

@@ -16,12 +16,12 @@ Their outputs (Z^, X^) go on together, concatenated (Section 3.2; a Linear
 2d -> d belongs once at the top of a stack, as in the released code). With shared
 weights (the paper's choice) both attentions use the same Q-K-V-O
 projections, so that Z^ and X^ stay in one representation space and the only
-new parameters are the dictionary's. See docs/causal_attention.md.
+new parameters are the dictionary's. See docs/catt_attention.md.
 
 Layers: `GlobalDictionary` (the `[K, d]` weight, with K-means `adapt`),
-`CausalAttention` (multi-head, on `StructuredMultiHeadAttention`),
+`CATTAttention` (multi-head, on `StructuredMultiHeadAttention`),
 `TopDownAttention` (additive Up-Down attention, Eq. 23 of the paper's
-supplementary) and `CausalTopDownAttention` (its IS + CS version).
+supplementary) and `CATTTopDownAttention` (its IS + CS version).
 """
 
 import keras
@@ -227,7 +227,7 @@ class GlobalDictionary(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class CausalAttention(StructuredMultiHeadAttention):
+class CATTAttention(StructuredMultiHeadAttention):
     """CATT causal-intervention attention: IS-ATT over the sample plus CS-ATT over a dictionary.
 
     "Causal" here is the causal intervention of CATT (Yang et al., 2021,
@@ -244,7 +244,7 @@ class CausalAttention(StructuredMultiHeadAttention):
     the predictor with them;
     the released code adds a Linear 2d -> d once, at the top of its stack,
     which is where a Linear belongs (`fusion="concat_dense"` puts one in
-    this layer; docs/causal_attention.md).
+    this layer; docs/catt_attention.md).
 
     With `share_weights=True` (the paper's choice, `ft_same` in the code)
     MHA_cs *is* MHA: the same query/key/value/output variables, and the
@@ -390,7 +390,7 @@ class CausalAttention(StructuredMultiHeadAttention):
         key_shape = value_shape if key_shape is None else key_shape
         if len(key_shape) != 3:
             raise ValueError(
-                "CausalAttention takes [B, T, dim] query, value and key. Received: "
+                "CATTAttention takes [B, T, dim] query, value and key. Received: "
                 f"key_shape={tuple(key_shape)}"
             )
         dim = value_shape[-1]
@@ -663,7 +663,7 @@ class TopDownAttention(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class CausalTopDownAttention(keras.layers.Layer):
+class CATTTopDownAttention(keras.layers.Layer):
     """Up-Down additive attention with CATT: over the regions and over a dictionary.
 
     BUTD+CATT (the paper's supplementary, C.4): the attention LSTM's
@@ -743,7 +743,7 @@ class CausalTopDownAttention(keras.layers.Layer):
     def build(self, query_shape, value_shape, dictionary_shape=None):
         if len(value_shape) != 3:
             raise ValueError(
-                "CausalTopDownAttention takes regions [B, N, dv]. "
+                "CATTTopDownAttention takes regions [B, N, dv]. "
                 f"Received: value_shape={tuple(value_shape)}"
             )
         dim = value_shape[-1]
@@ -791,7 +791,7 @@ class CausalTopDownAttention(keras.layers.Layer):
         if dictionary is None:
             if self.global_dictionary is None:
                 raise ValueError(
-                    "CausalTopDownAttention was built with dictionary_size=None, so "
+                    "CATTTopDownAttention was built with dictionary_size=None, so "
                     "each call needs `dictionary` ([K, dv] or [B, K, dv])."
                 )
             dictionary = ops.cast(self.global_dictionary.dictionary, self.compute_dtype)

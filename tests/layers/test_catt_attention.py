@@ -1,5 +1,5 @@
 """Tests of causal attention (CATT): `GlobalDictionary`,
-`CausalAttention`, `TopDownAttention` and `CausalTopDownAttention`.
+`CATTAttention`, `TopDownAttention` and `CATTTopDownAttention`.
 
 Both branches are checked against a NumPy reference with explicit loops
 over batch, head and query (projections with the layer's own kernels,
@@ -9,7 +9,7 @@ same weights; weight sharing by parameter counts and by editing a shared
 kernel; CS-ATT's independence of the sample; the additive Up-Down scorer
 against loops. Plus Keras conventions: config and `.keras` round trips,
 symbolic shapes, `fit` under XLA, mixed precision, seeded dropout, and
-argument validation. See docs/causal_attention.md.
+argument validation. See docs/catt_attention.md.
 """
 
 import math
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn.layers.causal_attention import CausalAttention
-from keras_structattn.layers.causal_attention import CausalTopDownAttention
-from keras_structattn.layers.causal_attention import GlobalDictionary
-from keras_structattn.layers.causal_attention import TopDownAttention
+from keras_structattn.layers.catt_attention import CATTAttention
+from keras_structattn.layers.catt_attention import CATTTopDownAttention
+from keras_structattn.layers.catt_attention import GlobalDictionary
+from keras_structattn.layers.catt_attention import TopDownAttention
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from tests._backend import gradients
 
@@ -79,7 +79,7 @@ def attend_reference(w, prefix, query, memory, mask=None):
 
 
 def catt_reference(layer, query, value, dictionary=None, is_mask=None, cs_mask=None):
-    """(Z^, X^, is_weights, cs_weights) of a CausalAttention by loops."""
+    """(Z^, X^, is_weights, cs_weights) of a CATTAttention by loops."""
     w = weights_by_name(layer)
     if dictionary is None:
         dictionary = w["global_dictionary/dictionary"]
@@ -188,7 +188,7 @@ def test_dictionary_bad_arguments_are_named(make, match):
         make()
 
 
-# ------------------------------------------------------- CausalAttention
+# ------------------------------------------------------- CATTAttention
 
 
 @pytest.mark.parametrize("share_weights", [True, False])
@@ -199,7 +199,7 @@ def test_matches_loop_reference(share_weights, source):
     dictionary = {"own": None, "shared": rng.normal(size=(7, DIM)),
                   "batched": rng.normal(size=(2, 7, DIM))}[source]
     kwargs = {} if dictionary is None else dict(dictionary=dictionary.astype("float32"))
-    layer = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE if source == "own" else None,
+    layer = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE if source == "own" else None,
                             share_weights=share_weights, fusion="none")
     built(layer, query, value, seed=5, **kwargs)
     (z, x), (a_is, a_cs) = layer(query, value, return_attention_scores=True, **kwargs)
@@ -227,7 +227,7 @@ def test_is_branch_equals_keras_mha(masks):
         kwargs = dict(attention_mask=attention_mask, use_causal_mask=True)
     elif masks == "key":
         kwargs = dict(key=rng.normal(size=(2, 6, DIM)).astype("float32"))
-    layer = built(CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none"),
+    layer = built(CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none"),
                   query, value, seed=8, **kwargs)
     mha = keras.layers.MultiHeadAttention(HEADS, KEY_DIM)
     mha(query, value, **kwargs)
@@ -260,9 +260,9 @@ def test_explicit_mha_equals_keras_mha_with_zero_rows():
 
 def test_concat_dense_is_a_linear_2d_to_d_on_both_outputs():
     query, value = case(9)
-    fused = built(CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="concat_dense"),
+    fused = built(CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="concat_dense"),
                   query, value, seed=10)
-    concat = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE)  # the paper's default
+    concat = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE)  # the paper's default
     assert concat.fusion == "concat"
     concat(query, value)
     concat.set_weights(fused.get_weights()[:-2])
@@ -279,13 +279,13 @@ def test_shared_weights_really_are_shared():
     mha = keras.layers.MultiHeadAttention(HEADS, KEY_DIM)
     mha(query, value)
     mha_params = mha.count_params()
-    none = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none")
+    none = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none")
     none(query, value)
     assert none.count_params() == mha_params + SIZE * DIM
-    dense = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="concat_dense")
+    dense = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="concat_dense")
     dense(query, value)
     assert dense.count_params() == mha_params + SIZE * DIM + 2 * DIM * DIM + DIM
-    separate = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, share_weights=False,
+    separate = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, share_weights=False,
                                fusion="none")
     separate(query, value)
     assert separate.count_params() == 2 * mha_params + SIZE * DIM
@@ -311,7 +311,7 @@ def test_shared_weights_really_are_shared():
 
 def test_cs_depends_on_the_dictionary_not_on_the_sample():
     query, value = case(14)
-    layer = built(CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none"),
+    layer = built(CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none"),
                   query, value, seed=15)
     z0, x0 = (to_np(t) for t in layer(query, value))
     other = np.random.default_rng(16).normal(size=value.shape).astype("float32")
@@ -337,7 +337,7 @@ def test_rows_without_keys_give_the_output_bias_only():
     value_mask[1] = False  # sample 1: no keys at all
     attention_mask = np.ones((2, 4, 6), bool)
     attention_mask[0, 2] = False  # one row of sample 0
-    layer = built(CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none"),
+    layer = built(CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none"),
                   query, value, seed=18)
     kwargs = dict(value_mask=value_mask, attention_mask=attention_mask)
     (z, x), (a_is, a_cs) = layer(query, value, return_attention_scores=True, **kwargs)
@@ -367,7 +367,7 @@ def test_query_mask_and_keras_mask_propagation():
     inputs = keras.Input((4,), dtype="int32")
     embedded = keras.layers.Embedding(10, DIM, mask_zero=True)(inputs)
     memory = keras.Input((6, DIM))
-    layer = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none")
+    layer = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion="none")
     (z, x), (a_is, a_cs) = layer(embedded, memory, return_attention_scores=True)
     model = keras.Model([inputs, memory], [z, x, a_is, a_cs])
     _, value = case(19)
@@ -390,7 +390,7 @@ def test_dictionary_mask():
     dictionary = rng.normal(size=(2, 7, DIM)).astype("float32")
     dictionary_mask = rng.random((2, 7)) < 0.6
     dictionary_mask[:, 0] = True
-    layer = built(CausalAttention(HEADS, KEY_DIM, dictionary_size=None, fusion="none"),
+    layer = built(CATTAttention(HEADS, KEY_DIM, dictionary_size=None, fusion="none"),
                   query, value, dictionary=dictionary, seed=22)
     _, x = layer(query, value, dictionary=dictionary, dictionary_mask=dictionary_mask)
     cs_mask = np.broadcast_to(dictionary_mask[:, None, :], (2, 4, 7))
@@ -408,9 +408,9 @@ def test_one_dictionary_shared_by_two_layers_in_a_model(tmp_path):
     regions = keras.Input((6, DIM))
     words = keras.Input((4, DIM))
     dictionary = GlobalDictionary(SIZE, name="image_dictionary")(regions)
-    first = CausalAttention(HEADS, KEY_DIM, dictionary_size=None, fusion="concat_dense")(
+    first = CATTAttention(HEADS, KEY_DIM, dictionary_size=None, fusion="concat_dense")(
         regions, regions, dictionary=dictionary)
-    second = CausalAttention(HEADS, KEY_DIM, dictionary_size=None)(words, first,
+    second = CATTAttention(HEADS, KEY_DIM, dictionary_size=None)(words, first,
                                                                     dictionary=dictionary)
     model = keras.Model([regions, words], second)
     assert sum(1 for w in model.weights if "dictionary" in w.path) == 1
@@ -426,7 +426,7 @@ def test_one_dictionary_shared_by_two_layers_in_a_model(tmp_path):
 def test_config_and_keras_file_round_trip(tmp_path, fusion):
     inputs = keras.Input((4, DIM))
     memory = keras.Input((6, DIM))
-    layer = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion=fusion,
+    layer = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, fusion=fusion,
                             share_weights=fusion != "concat", dropout=0.1, seed=3,
                             output_shape=6)
     outputs = layer(inputs, memory)
@@ -441,7 +441,7 @@ def test_config_and_keras_file_round_trip(tmp_path, fusion):
     for a, b in zip(got, expected):
         np.testing.assert_allclose(a, b, atol=1e-6)
     config = layer.get_config()
-    clone = CausalAttention.from_config(config)
+    clone = CATTAttention.from_config(config)
     assert clone.get_config() == config
     assert config["dictionary_size"] == SIZE and config["fusion"] == fusion
 
@@ -449,25 +449,25 @@ def test_config_and_keras_file_round_trip(tmp_path, fusion):
 def test_symbolic_shapes():
     inputs = keras.Input((5, DIM))
     memory = keras.Input((7, DIM))
-    out, (a_is, a_cs) = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE)(
+    out, (a_is, a_cs) = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE)(
         inputs, memory, return_attention_scores=True)
     assert out.shape == (None, 5, 2 * DIM)  # [Z^; X^], the paper's fusion
     assert a_is.shape == (None, HEADS, 5, 7) and a_cs.shape == (None, HEADS, 5, SIZE)
     assert a_cs.dtype == "float32"
-    out = CausalAttention(HEADS, KEY_DIM, fusion="concat", output_shape=3)(inputs, memory)
+    out = CATTAttention(HEADS, KEY_DIM, fusion="concat", output_shape=3)(inputs, memory)
     assert out.shape == (None, 5, 6)
-    (z, x), (_, a_cs) = CausalAttention(HEADS, KEY_DIM, fusion="none", dictionary_size=None)(
+    (z, x), (_, a_cs) = CATTAttention(HEADS, KEY_DIM, fusion="none", dictionary_size=None)(
         inputs, memory, dictionary=keras.Input((9, DIM)), return_attention_scores=True)
     assert z.shape == x.shape == (None, 5, DIM) and a_cs.shape == (None, HEADS, 5, 9)
     query, value = case(26, T=5, S=7)
-    eager, (a_is, a_cs) = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE)(
+    eager, (a_is, a_cs) = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE)(
         query, value, return_attention_scores=True)
     assert tuple(a_is.shape) == (2, HEADS, 5, 7) and tuple(a_cs.shape) == (2, HEADS, 5, SIZE)
 
 
 def test_fit_with_xla_trains_the_dictionary():
     inputs = keras.Input((5, DIM))
-    layer = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE)
+    layer = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE)
     model = keras.Model(inputs, keras.layers.Dense(1)(layer(inputs, inputs)))
     model.compile(keras.optimizers.Adam(0.01), "mse", jit_compile=True)
     before = to_np(layer.global_dictionary.dictionary)
@@ -483,8 +483,8 @@ def test_mixed_precision():
     query, value = case(28)
     value_mask = np.ones((2, 6), bool)
     value_mask[0] = False
-    layer32 = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE)
-    layer16 = CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, dtype="mixed_float16")
+    layer32 = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE)
+    layer16 = CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, dtype="mixed_float16")
     layer32(query, value)
     layer16(query, value)
     randomize(layer32, 29)
@@ -503,7 +503,7 @@ def test_mixed_precision():
 
 def test_dropout_is_seeded_and_only_in_training():
     query, value = case(30)
-    a, b = (CausalAttention(HEADS, KEY_DIM, dictionary_size=SIZE, dropout=0.5, seed=4)
+    a, b = (CATTAttention(HEADS, KEY_DIM, dictionary_size=SIZE, dropout=0.5, seed=4)
             for _ in range(2))
     a(query, value)
     b(query, value)
@@ -530,17 +530,17 @@ def test_dropout_is_seeded_and_only_in_training():
 )
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        CausalAttention(HEADS, KEY_DIM, **kwargs)
+        CATTAttention(HEADS, KEY_DIM, **kwargs)
 
 
 def test_bad_inputs_are_named():
     query, value = case(31)
     with pytest.raises(ValueError, match="same width"):
-        CausalAttention(HEADS, KEY_DIM)(query, value, key=np.zeros((2, 6, 3), "float32"))
+        CATTAttention(HEADS, KEY_DIM)(query, value, key=np.zeros((2, 6, 3), "float32"))
     with pytest.raises(ValueError, match="dictionary_mask.*no dictionary"):
-        CausalAttention(HEADS, KEY_DIM, dictionary_size=None)(
+        CATTAttention(HEADS, KEY_DIM, dictionary_size=None)(
             query, value, dictionary_mask=np.ones((5,), bool))
-    layer = CausalAttention(HEADS, KEY_DIM)
+    layer = CATTAttention(HEADS, KEY_DIM)
     layer(query, value)
     with pytest.raises(ValueError, match="dictionary"):
         layer(query, value, dictionary=np.zeros((5, 3), "float32"))
@@ -608,7 +608,7 @@ def test_causal_top_down_attention(share_weights):
     value = rng.normal(size=(3, 6, DIM)).astype("float32")
     mask = np.ones((3, 6), bool)
     mask[1, 3:] = False
-    layer = built(CausalTopDownAttention(7, dictionary_size=SIZE, share_weights=share_weights),
+    layer = built(CATTTopDownAttention(7, dictionary_size=SIZE, share_weights=share_weights),
                   query, value, seed=35)
     output, (a_is, a_cs) = layer(query, value, value_mask=mask, return_attention_scores=True)
     w = weights_by_name(layer)
@@ -625,7 +625,7 @@ def test_causal_top_down_attention(share_weights):
     expected = scorer.count_params() * (1 if share_weights else 2) + SIZE * DIM
     assert layer.count_params() == expected
     # CS ignores the regions.
-    pair = CausalTopDownAttention(7, dictionary_size=SIZE, share_weights=share_weights,
+    pair = CATTTopDownAttention(7, dictionary_size=SIZE, share_weights=share_weights,
                                   fusion="none")
     pair(query, value)
     pair.set_weights(layer.get_weights())
@@ -638,7 +638,7 @@ def test_causal_top_down_attention(share_weights):
 def test_causal_top_down_round_trip_and_mixed_precision(tmp_path):
     hidden = keras.Input((5,))
     regions = keras.Input((6, DIM))
-    layer = CausalTopDownAttention(7, dictionary_size=SIZE, share_weights=False,
+    layer = CATTTopDownAttention(7, dictionary_size=SIZE, share_weights=False,
                                    kernel_initializer="he_normal")
     model = keras.Model([hidden, regions], layer(hidden, regions))
     assert model.output_shape == (None, 2 * DIM)
@@ -652,8 +652,8 @@ def test_causal_top_down_round_trip_and_mixed_precision(tmp_path):
     np.testing.assert_allclose(to_np(keras.models.load_model(path)([query, value])), expected,
                                atol=1e-6)
     config = layer.get_config()
-    assert CausalTopDownAttention.from_config(config).get_config() == config
-    half = CausalTopDownAttention(7, dictionary_size=SIZE, share_weights=False,
+    assert CATTTopDownAttention.from_config(config).get_config() == config
+    half = CATTTopDownAttention(7, dictionary_size=SIZE, share_weights=False,
                                   dtype="mixed_float16")
     half(query, value)
     half.set_weights(layer.get_weights())
@@ -667,12 +667,12 @@ def test_causal_top_down_round_trip_and_mixed_precision(tmp_path):
     "make, match",
     [
         (lambda: TopDownAttention(0), "attention_dim"),
-        (lambda: CausalTopDownAttention(4, dictionary_size=0), "dictionary_size"),
-        (lambda: CausalTopDownAttention(4, fusion="concat_dense"), "fusion"),
-        (lambda: CausalTopDownAttention(4, share_weights=1), "share_weights"),
-        (lambda: CausalTopDownAttention(4, dictionary_size=None)(
+        (lambda: CATTTopDownAttention(4, dictionary_size=0), "dictionary_size"),
+        (lambda: CATTTopDownAttention(4, fusion="concat_dense"), "fusion"),
+        (lambda: CATTTopDownAttention(4, share_weights=1), "share_weights"),
+        (lambda: CATTTopDownAttention(4, dictionary_size=None)(
             np.zeros((2, 3), "float32"), np.zeros((2, 4, 5), "float32")), "dictionary"),
-        (lambda: CausalTopDownAttention(4)(
+        (lambda: CATTTopDownAttention(4)(
             np.zeros((2, 3), "float32"), np.zeros((2, 4, 5), "float32"),
             dictionary=np.zeros((3, 6), "float32")), "dictionary"),
     ],
