@@ -5,24 +5,23 @@ what was received, as early as the value is known.
 """
 
 
-def positive_int(name, value):
-    """Checks that `value` is an int >= 1 (bools are not ints here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _int_at_least(name, value, minimum, kind):
+    # Bools are ints in Python but never a size or a count here.
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(
-            f"Argument `{name}` must be a positive integer. "
-            f"Received: {name}={value!r}"
+            f"Argument `{name}` must be a {kind} integer. Received: {name}={value!r}"
         )
     return value
+
+
+def positive_int(name, value):
+    """Checks that `value` is an int >= 1 (bools are not ints here)."""
+    return _int_at_least(name, value, 1, "positive")
 
 
 def non_negative_int(name, value):
     """Checks that `value` is an int >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(
-            f"Argument `{name}` must be a non-negative integer. "
-            f"Received: {name}={value!r}"
-        )
-    return value
+    return _int_at_least(name, value, 0, "non-negative")
 
 
 def positive_float(name, value):
