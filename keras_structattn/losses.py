@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from keras_structattn.tokens import PAD_ID
+
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
 class PaddedCrossEntropy(keras.losses.Loss):
@@ -33,7 +35,9 @@ class PaddedCrossEntropy(keras.losses.Loss):
         with the default reduction).
     """
 
-    def __init__(self, label_smoothing=0.1, pad_id=0, name="padded_cross_entropy", **kwargs):
+    def __init__(
+        self, label_smoothing=0.1, pad_id=PAD_ID, name="padded_cross_entropy", **kwargs
+    ):
         kwargs.setdefault("reduction", "sum")
         super().__init__(name=name, **kwargs)
         if not 0.0 <= label_smoothing < 1.0:
@@ -94,7 +98,7 @@ class PaddedAccuracy(keras.metrics.Mean):
         right, over everything seen since the last reset.
     """
 
-    def __init__(self, pad_id=0, name="accuracy", **kwargs):
+    def __init__(self, pad_id=PAD_ID, name="accuracy", **kwargs):
         super().__init__(name=name, **kwargs)
         self.pad_id = int(pad_id)
 

@@ -25,10 +25,10 @@ import typing
 import keras
 import numpy as np
 
-from keras_structattn.data.vocab import EOS_ID
-from keras_structattn.data.vocab import PAD_ID
 from keras_structattn.decoding.seq2seq import compiled_generate
 from keras_structattn.ops import _checks
+from keras_structattn.tokens import EOS_ID
+from keras_structattn.tokens import PAD_ID
 
 
 class Translations(typing.NamedTuple):

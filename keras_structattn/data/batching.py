@@ -23,9 +23,9 @@ import numpy as np
 from keras_structattn.data._tensorflow import tf
 from keras_structattn.data.parallel_text import FilterReport
 from keras_structattn.data.parallel_text import _check_pair
-from keras_structattn.data.vocab import EOS_ID
-from keras_structattn.data.vocab import PAD_ID
 from keras_structattn.ops import _checks
+from keras_structattn.tokens import EOS_ID
+from keras_structattn.tokens import PAD_ID
 
 
 def _check_step(length_bucket_step):

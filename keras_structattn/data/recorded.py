@@ -19,7 +19,7 @@ import numpy as np
 
 from keras_structattn.data._tensorflow import tf
 from keras_structattn.data.batching import TokenizedPairs
-from keras_structattn.data.vocab import PAD_ID
+from keras_structattn.tokens import PAD_ID
 
 
 def _key(ids):

@@ -1,6 +1,8 @@
 """Keras layers of structured attention."""
 
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
+from keras_structattn.layers.blocks import FeedForward
+from keras_structattn.layers.blocks import Residual
 from keras_structattn.layers.catt_attention import CATTAttention
 from keras_structattn.layers.catt_attention import CATTTopDownAttention
 from keras_structattn.layers.catt_attention import GlobalDictionary

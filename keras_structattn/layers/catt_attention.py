@@ -31,6 +31,7 @@ from keras import ops
 from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers._attention_core import scaled_dot_product_attention
 from keras_structattn.layers._masking import set_keras_mask
+from keras_structattn.layers.blocks import clone_initializer
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
 from keras_structattn.ops import kmeans
@@ -58,7 +59,7 @@ def own_dictionary(size, dim, initializer, dtype):
     return GlobalDictionary(
         size,
         dim=dim,
-        initializer=initializer.__class__.from_config(initializer.get_config()),
+        initializer=clone_initializer(initializer),
         name="global_dictionary",
         dtype=dtype,
     )
@@ -576,12 +577,11 @@ class TopDownAttention(keras.layers.Layer):
         self.supports_masking = True
 
     def _dense(self, units, name):
-        clone = lambda init: init.__class__.from_config(init.get_config())  # noqa: E731
         return keras.layers.Dense(
             units,
             use_bias=self.use_bias,
-            kernel_initializer=clone(self.kernel_initializer),
-            bias_initializer=clone(self.bias_initializer),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             kernel_regularizer=self.kernel_regularizer,
             bias_regularizer=self.bias_regularizer,
             name=name,
