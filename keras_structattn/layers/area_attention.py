@@ -94,7 +94,20 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             (materialises them, like tensor2tensor). Same results.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
-    Call arguments: as `keras.layers.MultiHeadAttention.call`.
+    Call arguments:
+        query, value, key, query_mask, value_mask, key_mask, attention_mask,
+        return_attention_scores, training, use_causal_mask: as in
+            `keras.layers.MultiHeadAttention` (boolean masks, True = may
+            attend); 2-D inputs as `[B, H, W, dim]` (above).
+        cache, cache_update_index: keyword-only; as in
+            `StructuredMultiHeadAttention` (the item mask of the cache
+            carries over to areas).
+
+    Returns:
+        `[B, T, output_dim]` (or `[B, H, W, output_dim]` for a 2-D query);
+        then the weights over areas `[B, num_heads, T, num_areas]`
+        (float32) if `return_attention_scores`; then the cache if one was
+        given.
 
     Example:
 

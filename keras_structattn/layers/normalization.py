@@ -22,6 +22,16 @@ class StdLayerNormalization(keras.layers.Layer):
     `LayerNormalization` uses the biased variance inside the root. The
     variance is clamped at 1e-24 before the root, which changes no output
     (epsilon dominates there) but keeps gradients finite for constant rows.
+
+    Args:
+        epsilon: added to the standard deviation (1e-6 in the MCAN family).
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: `[..., d]`.
+
+    Returns:
+        The normalised `[..., d]`, in the compute dtype.
     """
 
     def __init__(self, epsilon=1e-6, **kwargs):
