@@ -265,11 +265,7 @@ class Residual(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(normalize_first, bool):
-            raise ValueError(
-                "Argument `normalize_first` must be True or False. "
-                f"Received: normalize_first={normalize_first!r}"
-            )
+        _checks.boolean("normalize_first", normalize_first)
         self.normalize_first = normalize_first
         self.dropout = _checks.rate("dropout", dropout)
         self.layer_norm = layer_norm

@@ -344,11 +344,7 @@ class CATTAttention(StructuredMultiHeadAttention):
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         if dictionary_size is not None:
             _checks.positive_int("dictionary_size", dictionary_size)
-        if not isinstance(share_weights, bool):
-            raise ValueError(
-                "Argument `share_weights` must be True or False. "
-                f"Received: share_weights={share_weights!r}"
-            )
+        _checks.boolean("share_weights", share_weights)
         _checks.one_of("fusion", fusion, FUSIONS)
         self._dictionary_size = dictionary_size
         self._share_weights = share_weights
@@ -718,11 +714,7 @@ class CATTTopDownAttention(keras.layers.Layer):
         _checks.positive_int("attention_dim", attention_dim)
         if dictionary_size is not None:
             _checks.positive_int("dictionary_size", dictionary_size)
-        if not isinstance(share_weights, bool):
-            raise ValueError(
-                "Argument `share_weights` must be True or False. "
-                f"Received: share_weights={share_weights!r}"
-            )
+        _checks.boolean("share_weights", share_weights)
         _checks.one_of("fusion", fusion, ("concat", "none"))
         self.attention_dim = attention_dim
         self.dictionary_size = dictionary_size

@@ -67,11 +67,7 @@ class _CATTBlock(BlockBase):
         **kwargs,
     ):
         super().__init__(hidden_size, filter_size, num_heads, **kwargs)
-        if not isinstance(share_weights, bool):
-            raise ValueError(
-                "Argument `share_weights` must be True or False. "
-                f"Received: share_weights={share_weights!r}"
-            )
+        _checks.boolean("share_weights", share_weights)
         self.share_weights = share_weights
         self.activation = keras.activations.get(activation)
         self.self_attention = CATTAttention(
@@ -442,11 +438,7 @@ class CATTDecoder(_CATTStack):
     def __init__(self, num_layers, hidden_size, filter_size, num_heads, *,
                  concat_outputs=True, **kwargs):
         super().__init__(num_layers, hidden_size, filter_size, num_heads, **kwargs)
-        if not isinstance(concat_outputs, bool):
-            raise ValueError(
-                "Argument `concat_outputs` must be True or False. "
-                f"Received: concat_outputs={concat_outputs!r}"
-            )
+        _checks.boolean("concat_outputs", concat_outputs)
         self.concat_outputs = concat_outputs
 
     def build(self, x_shape, encoder_is_shape=None, encoder_cs_shape=None):

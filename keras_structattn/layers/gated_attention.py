@@ -133,10 +133,7 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
             ("share_gate_weights_across_heads", share_gate_weights_across_heads),
             ("qk_gate", qk_gate),
         ):
-            if not isinstance(flag, bool):
-                raise ValueError(
-                    f"Argument `{name}` must be True or False. Received: {name}={flag!r}"
-                )
+            _checks.boolean(name, flag)
         if not gate_per_head and not share_gate_weights_across_heads:
             raise ValueError(
                 "Argument `share_gate_weights_across_heads` must be True when "

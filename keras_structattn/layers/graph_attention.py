@@ -105,11 +105,8 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
                 "Argument `head_relations` must have one entry per head "
                 f"(num_heads={num_heads}). Received {len(table)} entries."
             )
-        if not isinstance(graph_masking, bool) or not isinstance(relation_bias, bool):
-            raise ValueError(
-                "Arguments `graph_masking` and `relation_bias` must be True or False. "
-                f"Received: graph_masking={graph_masking!r}, relation_bias={relation_bias!r}"
-            )
+        _checks.boolean("graph_masking", graph_masking)
+        _checks.boolean("relation_bias", relation_bias)
         if top_k is not None:
             _checks.positive_int("top_k", top_k)
         self._head_relations = rt.sets_from_table(table)

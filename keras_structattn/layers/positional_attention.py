@@ -177,12 +177,8 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
             geometry_dim, geometry_wavelength, geometry_scale, geometry_ordering
         )
         box_geometry.check_geometry_options(size_ratio, box_size_offset, geometry_clip)
-        for name, flag in (
-            ("share_geometry_weights", share_geometry_weights),
-            ("remat_geometry", remat_geometry),
-        ):
-            if not isinstance(flag, bool):
-                raise ValueError(f"Argument `{name}` must be True or False. Received: {flag!r}")
+        _checks.boolean("share_geometry_weights", share_geometry_weights)
+        _checks.boolean("remat_geometry", remat_geometry)
         if share_geometry_weights and position_type != "boxes":
             raise ValueError(
                 "Argument `share_geometry_weights=True` needs position_type='boxes' "

@@ -125,12 +125,6 @@ def quadrant_mask(length, text_length, masked):
     return ops.expand_dims(allowed, 0)
 
 
-def _flag(name, value):
-    if not isinstance(value, bool):
-        raise ValueError(f"Argument `{name}` must be True or False. Received: {name}={value!r}")
-    return value
-
-
 @keras.saving.register_keras_serializable(package="keras_structattn")
 class UnifiedAttentionBlock(keras.layers.Layer):
     """A MUAN unified attention (UA) block.
@@ -238,13 +232,13 @@ class UnifiedAttentionBlock(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.filter_size = filter_size
-        self.multimodal_input = _flag("multimodal_input", multimodal_input)
+        self.multimodal_input = _checks.boolean("multimodal_input", multimodal_input)
         self.dropout = rates["dropout"]
         self.attention_dropout = rates["attention_dropout"]
         self.mask_quadrants = mask_quadrants
         self.layer_norm = layer_norm
         self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.modality_norm = _flag("modality_norm", modality_norm)
+        self.modality_norm = _checks.boolean("modality_norm", modality_norm)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed

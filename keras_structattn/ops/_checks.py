@@ -14,6 +14,13 @@ def _int_at_least(name, value, minimum, kind):
     return value
 
 
+def boolean(name, value):
+    """Checks that `value` is True or False (not merely truthy)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"Argument `{name}` must be True or False. Received: {name}={value!r}")
+    return value
+
+
 def positive_int(name, value):
     """Checks that `value` is an int >= 1 (bools are not ints here)."""
     return _int_at_least(name, value, 1, "positive")
