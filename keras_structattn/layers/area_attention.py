@@ -10,6 +10,7 @@ from keras_structattn.layers.structured_attention import StructuredMultiHeadAtte
 from keras_structattn.ops import _checks
 from keras_structattn.ops.areas import area_coordinates
 from keras_structattn.ops.areas import area_features
+from keras_structattn.ops.areas import num_areas
 from keras_structattn.ops.attend_areas import IMPLEMENTATIONS
 from keras_structattn.ops.attend_areas import VALUE_MODES
 from keras_structattn.ops.attend_areas import area_attention
@@ -355,6 +356,33 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             return mask
         shape = ops.shape(mask)
         return ops.reshape(mask, (shape[0], shape[1] * shape[2]))
+
+    def compute_output_spec(self, *args, **kwargs):
+        arguments = self._call_signature.bind(*args, **kwargs).arguments
+        query, value, key = arguments["query"], arguments["value"], arguments.get("key")
+        lengths = tuple(query.shape[1:-1]) + (() if value is None else tuple(value.shape[1:-1]))
+        if None not in lengths:
+            return super().compute_output_spec(*args, **kwargs)
+        # Unknown lengths: JAX traces them as symbolic dimensions, which the
+        # area layout (a Python loop over area shapes) cannot compare; the
+        # shapes follow from the static parts.
+        output_shape = self.compute_output_shape(
+            query.shape, value.shape, None if key is None else key.shape
+        )
+        outputs = [keras.KerasTensor(output_shape, dtype=self.compute_dtype)]
+        if arguments.get("return_attention_scores"):
+            length = self._flat_shape(value.shape)[1]
+            areas = None if length is None else num_areas(
+                length, self._grid_height_for(value.shape), self._max_area_width,
+                self._max_area_height,
+            )
+            query_length = self._flat_shape(query.shape)[1]
+            shape = (query.shape[0], self._num_heads, query_length, areas)
+            outputs.append(keras.KerasTensor(shape, dtype="float32"))
+        cache = arguments.get("cache")
+        if cache is not None:
+            outputs.append(keras.KerasTensor(cache.shape, dtype=cache.dtype))
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _as_sequences(self, query, value, key, query_mask, value_mask, key_mask,
                       attention_mask):

@@ -298,19 +298,21 @@ def test_block_symbolic_shapes():
 
 
 def test_fit_with_xla():
+    # Without dropout, so that full-batch Adam on 16 examples must fit them:
+    # with dropout the loss of 3 single-batch epochs goes up or down by seed.
     keras.utils.set_random_seed(0)
     text = keras.Input((M, D))
     visual = keras.Input((N, DY))
-    stack = UnifiedAttentionStack(2, D, HEADS, filter_size=12, seed=1)
+    stack = UnifiedAttentionStack(2, D, HEADS, filter_size=12, dropout=0.0, seed=1)
     text_out, _ = stack(text, visual)
     model = keras.Model([text, visual], keras.layers.Dense(1)(text_out[:, 0]))
     model.compile(keras.optimizers.Adam(1e-2), "mse", jit_compile=True)
     rng = np.random.default_rng(11)
     data = [rng.normal(size=(16, M, D)).astype("float32"),
             rng.normal(size=(16, N, DY)).astype("float32")]
-    history = model.fit(data, rng.normal(size=(16, 1)), epochs=3, verbose=0)
+    history = model.fit(data, rng.normal(size=(16, 1)), epochs=5, verbose=0)
     losses = history.history["loss"]
-    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert np.isfinite(losses).all() and losses[-1] < 0.5 * losses[0]
 
 
 def test_mixed_precision():
