@@ -6,12 +6,21 @@ and saves the result next to its checkpoints (`HParams.save`) so that
 decoding and evaluation rebuild exactly the trained model (`HParams.load`).
 
     hparams = resolve("transformer_tiny", "num_hidden_layers=3,max_area_width=2")
+
+A list-valued hyper-parameter is a comma-separated string, and the overrides
+split only at a comma followed by `name=`, so it can be set on the command
+line: `"num_area_layers=1,area_attention_kinds=encoder_self,encdec"` is two
+overrides, the second with the value `"encoder_self,encdec"`.
 """
 
 import json
 import os
+import re
 
 _REGISTRY = {}
+
+# A comma that starts a new override: followed by `name=` (an identifier).
+_OVERRIDE_SEPARATOR = re.compile(r",(?=\s*[A-Za-z_]\w*\s*=)")
 
 
 class HParams:
@@ -70,12 +79,16 @@ class HParams:
                     f"{', '.join(sorted(values))}"
                 )
             default = values[name]
-            if isinstance(default, float) and isinstance(value, int):
+            if (
+                isinstance(default, float)
+                and isinstance(value, int)
+                and not isinstance(value, bool)
+            ):
                 value = float(value)
             if type(value) is not type(default):
                 raise ValueError(
-                    f"Hyper-parameter {name!r} is a {type(default).__name__}"
-                    f"; received {value!r}."
+                    f"Hyper-parameter {name!r} is {_a_type(default)}; "
+                    f"received {value!r}."
                 )
             values[name] = value
         return HParams(**values)
@@ -83,17 +96,27 @@ class HParams:
     def parse(self, overrides):
         """Applies `"a=1,b=x"` overrides (values parsed as the default's type).
 
+        The string splits at each comma followed by `name=`; any other comma
+        belongs to the value before it, so a string hyper-parameter holding a
+        comma-separated list is set whole: `"a=1,kinds=x,y,b=2"` is the three
+        overrides `a=1`, `kinds=x,y` and `b=2`. Empty items (`"a=1,,b=2"`,
+        a trailing comma) are ignored.
+
         Args:
             overrides: a comma-separated string of `name=value`, or "" / None.
 
         Returns:
             A new `HParams`.
+
+        Raises:
+            ValueError: for an item without `=`, an unknown name, a name given
+                twice, or a value that does not parse as the default's type.
         """
         if not overrides:
             return self
         changes = {}
-        for item in overrides.split(","):
-            item = item.strip()
+        for item in _OVERRIDE_SEPARATOR.split(overrides):
+            item = item.strip().strip(",").strip()
             if not item:
                 continue
             if "=" not in item:
@@ -107,7 +130,20 @@ class HParams:
                     f"Unknown hyper-parameter {name!r} in --hparams. Known: "
                     f"{', '.join(sorted(self._values))}"
                 )
-            changes[name] = _parse_as(name, text, self._values[name])
+            if name in changes:
+                raise ValueError(
+                    f"Hyper-parameter {name!r} is given twice in --hparams "
+                    f"{overrides!r}."
+                )
+            default = self._values[name]
+            if "," in text and not isinstance(default, str):
+                raise ValueError(
+                    f"Bad hparams override {item!r}: {name!r} is "
+                    f"{_a_type(default)}, so the text after its first comma "
+                    "must be another name=value override (only a string "
+                    "hyper-parameter takes a comma-separated value)."
+                )
+            changes[name] = _parse_as(name, text, default)
         return self.override(**changes)
 
     def to_json(self):
@@ -142,6 +178,13 @@ class HParams:
             return cls(**json.load(f))
 
 
+def _a_type(value):
+    """`value`'s type name with its article: "a bool", "an int", "a str"."""
+    type_name = type(value).__name__
+    article = "an" if type_name[0] in "aeiou" else "a"
+    return f"{article} {type_name}"
+
+
 def _check_value(name, value):
     if not isinstance(value, (bool, int, float, str)):
         raise ValueError(
@@ -157,7 +200,10 @@ def _parse_as(name, text, default):
             return True
         if lowered in ("false", "0", "no"):
             return False
-        raise ValueError(f"Hyper-parameter {name!r} is a bool; received {text!r}.")
+        raise ValueError(
+            f"Hyper-parameter {name!r} is a bool (true/false, 1/0, yes/no); "
+            f"received {text!r}."
+        )
     try:
         if isinstance(default, int):
             return int(text)
@@ -165,8 +211,7 @@ def _parse_as(name, text, default):
             return float(text)
     except ValueError:
         raise ValueError(
-            f"Hyper-parameter {name!r} is a {type(default).__name__}; "
-            f"received {text!r}."
+            f"Hyper-parameter {name!r} is {_a_type(default)}; received {text!r}."
         ) from None
     return text
 

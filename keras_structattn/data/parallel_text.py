@@ -1,13 +1,15 @@
 """Reading and filtering parallel text: line files, TSV pairs, clean-up.
 
-Every reader names the file and the 1-based line number of malformed input,
-and `filter_pairs` reports what it dropped, so no sentence pair is lost
-without a count.
+Every reader names the file and the 1-based line number of malformed input
+(invalid UTF-8, a missing column, a truncated or corrupt `.gz` file), the
+corpus readers refuse a file with no sentence in it, and `filter_pairs`
+reports what it dropped, so no sentence pair is lost without a count.
 """
 
 import dataclasses
 import gzip
 import os
+import zlib
 
 from keras_structattn.ops import _checks
 
@@ -35,6 +37,8 @@ def read_lines(path):
     (`\\n`, or `\\r\\n`) is removed: other whitespace is data and is kept. A
     UTF-8 byte-order mark at the start of the file is dropped. Lines are split
     on `\\n` only, so Unicode line separators inside a sentence stay in it.
+    An empty file gives `[]` (the corpus readers `read_parallel_files` and
+    `read_tsv_pairs` refuse one).
 
     Args:
         path: path of the file (`str` or `os.PathLike`).
@@ -45,23 +49,66 @@ def read_lines(path):
 
     Raises:
         FileNotFoundError: if `path` is not an existing file.
-        ValueError: if a line is not valid UTF-8 (names the file and line).
+        ValueError: if a line is not valid UTF-8 (names the file and line),
+            or a `.gz` file is not gzip data, is truncated or is corrupt
+            (names the file and the last line read).
+        OSError: if reading fails otherwise (names the file).
     """
+    name = os.fspath(path)
     lines = []
     with _open_binary(path) as f:
-        for number, raw in enumerate(f, start=1):
-            if raw.endswith(b"\n"):
-                raw = raw[:-1]
-                if raw.endswith(b"\r"):
+        try:
+            for number, raw in enumerate(f, start=1):
+                if raw.endswith(b"\n"):
                     raw = raw[:-1]
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(
-                    f"{os.fspath(path)}, line {number}: not valid UTF-8 ({e})."
-                ) from None
-            lines.append(line)
+                    if raw.endswith(b"\r"):
+                        raw = raw[:-1]
+                try:
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"{name}, line {number}: not valid UTF-8 ({e}).") from None
+                lines.append(line)
+        except (EOFError, zlib.error, OSError) as e:  # gzip.BadGzipFile is an OSError
+            raise _read_error(name, len(lines), e) from None
     return lines
+
+
+def _read_error(name, lines_read, error):
+    """The error for `error` raised while reading `name` after `lines_read` lines."""
+    where = f"after line {lines_read}" if lines_read else "before its first line"
+    detail = f"{type(error).__name__}: {error}"
+    if not name.endswith(".gz"):
+        return OSError(f"{name}: reading failed {where} ({detail}).")
+    if isinstance(error, EOFError):
+        return ValueError(
+            f"{name}: truncated gzip file: the compressed data ends {where}, "
+            f"before the end of the stream ({detail})."
+        )
+    if isinstance(error, gzip.BadGzipFile) and not lines_read:
+        return ValueError(
+            f"{name}: not a gzip file, although its name ends in .gz ({detail})."
+        )
+    return ValueError(f"{name}: corrupt gzip data {where} ({detail}).")
+
+
+def _check_has_text(path, lines):
+    """Refuses a corpus file that is empty or holds only blank lines."""
+    if not lines:
+        raise ValueError(f"{os.fspath(path)}: the file is empty (no sentences).")
+    if not any(clean_text(line) for line in lines):
+        raise ValueError(
+            f"{os.fspath(path)}: the file has no non-empty lines "
+            f"({len(lines)} blank line{'s' if len(lines) != 1 else ''})."
+        )
+
+
+def _check_has_pair(description, pairs):
+    """Refuses pairs of which none has both sides non-empty."""
+    if not any(clean_text(source) and clean_text(target) for source, target in pairs):
+        raise ValueError(
+            f"{description}: no line has both a non-empty source and a non-empty "
+            f"target ({len(pairs)} lines), so there is no sentence pair."
+        )
 
 
 def read_parallel_files(source_path, target_path):
@@ -77,17 +124,23 @@ def read_parallel_files(source_path, target_path):
     Raises:
         FileNotFoundError: if either file is missing.
         ValueError: if the files have different numbers of lines (names both
-            files and both counts), or a line is not valid UTF-8.
+            files and both counts), if a file is empty or has only blank
+            lines (names it), if no line is non-empty in both files, or on
+            what `read_lines` refuses (names the file and line).
     """
     sources = read_lines(source_path)
+    _check_has_text(source_path, sources)
     targets = read_lines(target_path)
+    _check_has_text(target_path, targets)
     if len(sources) != len(targets):
         raise ValueError(
             "Parallel files must have the same number of lines. Received: "
             f"{os.fspath(source_path)!r} has {len(sources)} lines, "
             f"{os.fspath(target_path)!r} has {len(targets)} lines."
         )
-    return list(zip(sources, targets))
+    pairs = list(zip(sources, targets))
+    _check_has_pair(f"{os.fspath(source_path)} and {os.fspath(target_path)}", pairs)
+    return pairs
 
 
 def read_tsv_pairs(path, source_column=0, target_column=1):
@@ -106,14 +159,19 @@ def read_tsv_pairs(path, source_column=0, target_column=1):
 
     Raises:
         FileNotFoundError: if the file is missing.
-        ValueError: if a column index is not a non-negative integer, or a line
-            has too few columns (names the file and the 1-based line number).
+        ValueError: if a column index is not a non-negative integer, a line
+            has too few columns (names the file and the 1-based line number),
+            the file is empty or has only blank lines, no line has both
+            columns non-empty (names the file), or on what `read_lines`
+            refuses (names the file and line).
     """
     _checks.non_negative_int("source_column", source_column)
     _checks.non_negative_int("target_column", target_column)
     needed = max(source_column, target_column) + 1
+    lines = read_lines(path)
+    _check_has_text(path, lines)
     pairs = []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(lines, start=1):
         columns = line.split("\t")
         if len(columns) < needed:
             raise ValueError(
@@ -121,6 +179,7 @@ def read_tsv_pairs(path, source_column=0, target_column=1):
                 f"tab-separated columns, found {len(columns)}: {line[:80]!r}"
             )
         pairs.append((columns[source_column], columns[target_column]))
+    _check_has_pair(os.fspath(path), pairs)
     return pairs
 
 

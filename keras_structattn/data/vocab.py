@@ -93,6 +93,28 @@ def _check_ids_in_range(ids, vocab_size):
             )
 
 
+def _check_texts(texts, source):
+    """Checks that `texts` (a list) holds strings, one of them non-empty."""
+    for text in texts:
+        if not isinstance(text, str):
+            raise ValueError(
+                "Argument `texts` must hold strings. "
+                f"Received: an item of type {type(text).__name__} ({text!r})"
+            )
+    if not any(texts):
+        origin = f" from {source}" if source else ""
+        if not texts:
+            received = f"received no texts{origin}"
+        elif len(texts) == 1:
+            received = f"the one text{origin} is empty"
+        else:
+            received = f"the {len(texts)} texts{origin} are all empty"
+        raise ValueError(
+            f"No text to build a vocabulary from: {received}. Argument `texts` "
+            "must hold at least one non-empty string."
+        )
+
+
 class SubwordVocab:
     """A SentencePiece subword vocabulary (tensor2tensor id convention).
 
@@ -150,6 +172,8 @@ class SubwordVocab:
         model_type="unigram",
         seed=0,
         character_coverage=1.0,
+        *,
+        source=None,
     ):
         """Trains a (joint) SentencePiece vocabulary in memory.
 
@@ -165,13 +189,17 @@ class SubwordVocab:
             character_coverage: fraction of characters covered by the
                 vocabulary, in (0, 1]; the rest map to UNK. 1.0 keeps every
                 character of the training text.
+            source: optional description of where `texts` come from (e.g.
+                the corpus file), named in the error for texts with nothing
+                to learn from (keyword-only).
 
         Returns:
             A `SubwordVocab`.
 
         Raises:
-            ValueError: on an invalid argument, or if `vocab_size` is too
-                large for the texts (SentencePiece's message included).
+            ValueError: on an invalid argument, if `texts` holds no non-empty
+                string (names `source`), or if `vocab_size` is too large for
+                the texts (SentencePiece's message included).
         """
         _checks.positive_int("vocab_size", vocab_size)
         _checks.one_of("model_type", model_type, SUBWORD_MODEL_TYPES)
@@ -186,16 +214,9 @@ class SubwordVocab:
                 f"Received: character_coverage={character_coverage!r}"
             )
         texts = list(texts)
-        for text in texts:
-            if not isinstance(text, str):
-                raise ValueError(
-                    "Argument `texts` must hold strings. "
-                    f"Received: an item of type {type(text).__name__} ({text!r})"
-                )
+        _check_texts(texts, source)
         # Empty lines carry nothing to learn from.
         texts = [t for t in texts if t]
-        if not texts:
-            raise ValueError("Argument `texts` must hold at least one non-empty string.")
         writer = io.BytesIO()
         # The seed is process-global in SentencePiece; set it right before.
         spm.set_random_generator_seed(seed)
@@ -381,24 +402,28 @@ class CharVocab:
         self._surfaces = None
 
     @classmethod
-    def build(cls, texts, min_count=1):
+    def build(cls, texts, min_count=1, *, source=None):
         """Builds the vocabulary of the characters of `texts`.
 
         Args:
             texts: iterable of `str`.
             min_count: characters seen fewer times are left out (-> UNK).
+            source: optional description of where `texts` come from (e.g.
+                the corpus file), named in the error for texts with no
+                character (keyword-only).
 
         Returns:
             A `CharVocab`.
+
+        Raises:
+            ValueError: if `min_count` is not a positive integer, or `texts`
+                holds a non-string or no non-empty string (names `source`).
         """
         _checks.positive_int("min_count", min_count)
+        texts = list(texts)
+        _check_texts(texts, source)
         counts = collections.Counter()
         for text in texts:
-            if not isinstance(text, str):
-                raise ValueError(
-                    "Argument `texts` must hold strings. "
-                    f"Received: an item of type {type(text).__name__} ({text!r})"
-                )
             counts.update(text)
         kept = [(c, n) for c, n in counts.items() if n >= min_count]
         kept.sort(key=lambda item: (-item[1], ord(item[0])))

@@ -90,6 +90,88 @@ def test_read_tsv_pairs_malformed_line(tmp_path):
         read_tsv_pairs(path, target_column=2)
 
 
+def _truncated_gz(path, lines, cut=20):
+    """A gzip file of `lines` with its last `cut` bytes cut off."""
+    data = gzip.compress(("\n".join(lines) + "\n").encode("utf-8"))
+    path.write_bytes(data[:-cut])
+    return path
+
+
+def test_truncated_gz_names_the_file(tmp_path):
+    # Incompressible lines, so that the data ends well after line 1.
+    lines = [f"{i} {i ** 7 % 1000003} {i * 7919 % 104729}" for i in range(4000)]
+    path = _truncated_gz(tmp_path / "corpus.en.gz", lines)
+    with pytest.raises(ValueError, match=r"corpus\.en\.gz: truncated gzip file") as info:
+        read_lines(path)
+    assert "after line " in str(info.value) and "EOFError" in str(info.value)
+    # Through the corpus readers too.
+    tgt = _write(tmp_path / "corpus.de", "\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"corpus\.en\.gz: truncated gzip file"):
+        read_parallel_files(path, tgt)
+    tsv = _truncated_gz(tmp_path / "pairs.tsv.gz", ["Go.\tGeh."] * 10, cut=5)
+    with pytest.raises(ValueError, match=r"pairs\.tsv\.gz: truncated gzip file"):
+        read_tsv_pairs(tsv)
+
+
+def test_corrupt_gz_names_the_file(tmp_path):
+    plain = _write(tmp_path / "plain.txt.gz", "")
+    plain.write_bytes(b"Hello, not compressed.\n")
+    with pytest.raises(ValueError, match=r"plain\.txt\.gz: not a gzip file"):
+        read_lines(plain)
+    data = bytearray(gzip.compress(b"Hallo Welt.\n" * 50))
+    data[12:20] = b"\xff" * 8  # inside the deflate stream
+    broken = tmp_path / "broken.gz"
+    broken.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"broken\.gz: corrupt gzip data"):
+        read_lines(broken)
+
+
+def test_invalid_utf8_in_gz_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.de.gz"
+    path.write_bytes(gzip.compress(b"ok\nalso ok\n\xff broken\n"))
+    with pytest.raises(ValueError, match=r"bad\.de\.gz, line 3: not valid UTF-8"):
+        read_lines(path)
+
+
+def test_tsv_line_without_tab_names_file_and_line(tmp_path):
+    path = _write(tmp_path / "pairs.tsv", "Go.\tGeh.\nno tab\nHi.\tHallo!\n")
+    with pytest.raises(ValueError, match=r"pairs\.tsv, line 2: expected at least 2 "):
+        read_tsv_pairs(path)
+
+
+@pytest.mark.parametrize("name", ["empty.tsv", "empty.tsv.gz"])
+def test_empty_files_are_named(tmp_path, name):
+    empty = _write(tmp_path / name, "")
+    assert read_lines(empty) == []  # the plain reader returns what is there
+    with pytest.raises(ValueError, match=rf"{name}: the file is empty"):
+        read_tsv_pairs(empty)
+    full = _write(tmp_path / "full.de", "Hallo.\n")
+    with pytest.raises(ValueError, match=rf"{name}: the file is empty"):
+        read_parallel_files(empty, full)
+    with pytest.raises(ValueError, match=rf"{name}: the file is empty"):
+        read_parallel_files(full, empty)
+
+
+def test_files_of_blank_lines_are_named(tmp_path):
+    blank = _write(tmp_path / "blank.en", "\n  \n\t\n\u200b\n")
+    full = _write(tmp_path / "full.de", "a\nb\nc\nd\n")
+    with pytest.raises(ValueError, match=r"blank\.en: the file has no non-empty lines \(4 blank"):
+        read_parallel_files(blank, full)
+    with pytest.raises(ValueError, match=r"blank\.en: the file has no non-empty lines"):
+        read_tsv_pairs(blank)
+
+
+def test_no_sentence_pair_is_named(tmp_path):
+    # Every line has text, but never on both sides.
+    tsv = _write(tmp_path / "one_sided.tsv", "Go.\t\n\tGeh.\n")
+    with pytest.raises(ValueError, match=r"one_sided\.tsv: no line has both"):
+        read_tsv_pairs(tsv)
+    src = _write(tmp_path / "a.en", "Go.\n\n")
+    tgt = _write(tmp_path / "b.de", "\nGeh.\n")
+    with pytest.raises(ValueError, match=r"a\.en and .*b\.de: no line has both"):
+        read_parallel_files(src, tgt)
+
+
 def test_read_tsv_pairs_invalid_column():
     with pytest.raises(ValueError, match="source_column"):
         read_tsv_pairs("unused.tsv", source_column=-1)

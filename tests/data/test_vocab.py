@@ -224,3 +224,15 @@ def test_char_vocab_property(vocab_texts, text):
 def test_load_vocab_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match="none.model"):
         load_vocab(tmp_path / "none.model")
+
+
+def test_vocab_of_no_text_names_the_corpus():
+    with pytest.raises(ValueError, match=r"the 3 texts from train\.tsv are all empty"):
+        SubwordVocab.train(["", "", ""], vocab_size=100, source="train.tsv")
+    with pytest.raises(ValueError, match=r"received no texts from train\.tsv"):
+        CharVocab.build([], source="train.tsv")
+    # Without a source, the message still says what was wrong.
+    with pytest.raises(ValueError, match="No text to build a vocabulary from: the one text is"):
+        CharVocab.build([""])
+    with pytest.raises(ValueError, match="must hold strings"):
+        CharVocab.build(["a", 3])

@@ -210,7 +210,7 @@ def test_hparams_overrides_and_errors(tmp_path):
         hparams_lib.get("transformer_huge")
     with pytest.raises(ValueError, match="Unknown hyper-parameter 'hiden_size'"):
         hparams_lib.resolve("transformer_tiny", "hiden_size=3")
-    with pytest.raises(ValueError, match="'num_heads' is a int"):
+    with pytest.raises(ValueError, match="'num_heads' is an int"):
         hparams_lib.resolve("transformer_tiny", "num_heads=two")
     with pytest.raises(ValueError, match="name=value"):
         hparams_lib.resolve("transformer_tiny", "num_heads")
