@@ -384,16 +384,10 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             outputs.append(keras.KerasTensor(cache.shape, dtype=cache.dtype))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def _as_sequences(self, query, value, key, query_mask, value_mask, key_mask,
-                      attention_mask):
-        # 2-D inputs are attended as their row-major flattening.
-        if any(t is not None and len(t.shape) == 4 for t in (query, value, key)):
-            if attention_mask is not None and len(attention_mask.shape) > 3:
-                raise ValueError(
-                    "With [B, H, W, dim] inputs, `attention_mask` must be "
-                    "given over the flattened (row-major) axes: [B, T, S]. "
-                    f"Received attention_mask.shape={tuple(attention_mask.shape)}"
-                )
+    def _as_sequences(self, query, value, key, query_mask, value_mask, key_mask):
+        # 2-D inputs are attended as their row-major flattening; an
+        # `attention_mask` is given over the flattened axes (T = H * W
+        # queries, S = H * W keys) and checked with every layer's.
         tensors = (self._flatten(t) for t in (query, value, key))
         masks = (self._flatten_mask(m) for m in (query_mask, value_mask, key_mask))
         return (*tensors, *masks)

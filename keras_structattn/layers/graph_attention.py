@@ -159,12 +159,15 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
                     f"query.shape={tuple(query.shape)}, value.shape="
                     f"{None if memory is None else tuple(memory.shape)}"
                 )
+        rt.check_relations("relations", relations)
 
     def _logit_structure(self, query, key, allowed, state):
         relations = state["relations"]
         bias = None
         if relations is not None:
-            labels = ops.cast(relations, "int32")
+            # Out-of-range labels (unseen by `_check_inputs` in compiled
+            # code) are BLOCKED, so that both look-ups are safe.
+            labels = rt.blocked_if_out_of_range(relations)
             # [B, T, S, N] by label lookup, then heads second as in the logits.
             table = ops.convert_to_tensor(self._label_table)
             by_head = ops.transpose(ops.take(table, labels, axis=0), (0, 3, 1, 2))

@@ -119,9 +119,17 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
         query_positions, key_positions: keyword-only; position vectors
             (vectors type), `[B or 1, T or S, P]`.
         query_boxes, key_boxes: keyword-only; boxes (boxes type),
-            `[B or 1, T or S, 4]`. With no positions at all the layer is
-            `keras.layers.MultiHeadAttention` with the same weights (no
-            positional map, no fusion).
+            `[B or 1, T or S, 4]`, `[x1, y1, x2, y2]` with `x1 <= x2` and
+            `y1 <= y2`, normalised or in pixels (the geometry is invariant
+            to scale; `box_size_offset` is in the boxes' unit). With
+            `box_size_offset=0` every box but all-zero padding rows must
+            have a positive width and height (the geometry divides by
+            them). Checked where the values are known (eager calls: a
+            ValueError names the box); compiled code does not check, and
+            takes sizes below 1e-6 as 1e-6, so reversed or zero-size boxes
+            give finite, meaningless logits. With no positions at all the
+            layer is `keras.layers.MultiHeadAttention` with the same
+            weights (no positional map, no fusion).
         return_raw_scores: keyword-only; also return the raw maps
             `(A_sem, A_pos)`, each float32 `[B, num_heads, T, S]`, before
             fusion and masking (`A_pos` zeros without positions).
@@ -334,6 +342,11 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
                     f"(the same positions for every example). Received: shape "
                     f"{tuple(tensor.shape)}"
                 )
+            # (Key boxes left out are the query's, checked once.) Here rather
+            # than in the geometry alone: under JAX, `remat_geometry` traces
+            # the geometry even in eager calls.
+            if not vectors and (what == "query" or key_pos is not query_pos):
+                box_geometry.check_box_values(name, tensor, self._geometry["box_size_offset"])
         return query_pos, key_pos
 
     def _positional_logits(self, query_pos, key_pos):

@@ -39,6 +39,7 @@ from keras import ops
 from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers._attention_core import and_masks
 from keras_structattn.layers._attention_core import scaled_dot_product_attention
+from keras_structattn.layers._masking import boolean_attention_mask
 from keras_structattn.layers._masking import check_explicit_attention_options
 from keras_structattn.layers._masking import check_sequence_shapes
 from keras_structattn.layers._masking import compute_output_spec
@@ -78,7 +79,12 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         query, value, key, query_mask, value_mask, key_mask, attention_mask,
         return_attention_scores, training, use_causal_mask: as in
             `keras.layers.MultiHeadAttention` (boolean masks, True = may
-            attend), in the same positional order.
+            attend), in the same positional order. `attention_mask` is
+            `[T, S]`, `[B, T, S]` or `[B, N, T, S]` (any axis may be 1),
+            checked on its static shape; a non-boolean one must hold 0 and
+            1 only: anything else (an additive mask, 0 / -1e9) raises a
+            ValueError where the values are known, and compiled code reads
+            it as `mask > 0` (docs/attention_core.md, "Checked masks").
         cache: keyword-only; None, or a cache `[B, 2, S, N, key_dim]`
             (`empty_cache`, `project_memory`, or a previous call's).
         cache_update_index: keyword-only; with `cache`, an int scalar: the
@@ -198,6 +204,12 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         use_causal_mask, cache, cache_update_index,
     ):
         """Every mask of the call as one boolean `[B, 1 or N, T, S]`, or None."""
+        if attention_mask is not None:
+            # One shape and value check for every layer (`boolean_attention_mask`).
+            key_length = value.shape[1] if cache is None else cache.shape[2]
+            attention_mask = boolean_attention_mask(
+                self, attention_mask, query.shape[0], query.shape[1], key_length
+            )
         if cache is None:
             mask = self._compute_attention_mask(
                 query,
@@ -209,7 +221,7 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
                 use_causal_mask=use_causal_mask,
             )
         else:
-            mask = None if attention_mask is None else ops.cast(attention_mask, "bool")
+            mask = attention_mask
             if query_mask is not None:
                 mask = and_masks(mask, ops.cast(query_mask, "bool")[:, :, None])
             if use_causal_mask:
@@ -252,7 +264,7 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         """The call skeleton; `state` holds the structure inputs by name."""
         original_query = query
         query, value, key, query_mask, value_mask, key_mask = self._as_sequences(
-            query, value, key, query_mask, value_mask, key_mask, attention_mask
+            query, value, key, query_mask, value_mask, key_mask
         )
         state.update(query=query, query_mask=query_mask)
         if key is None:
@@ -309,10 +321,10 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
 
     # --------------------------------------------------------------- hooks
 
-    def _as_sequences(self, query, value, key, query_mask, value_mask, key_mask,
-                      attention_mask):
+    def _as_sequences(self, query, value, key, query_mask, value_mask, key_mask):
         """The inputs and their masks as `[B, L, dim]` sequences (area
-        attention flattens 2-D grids here)."""
+        attention flattens 2-D grids here; an `attention_mask` is then given
+        over the flattened axes, and `_merged_mask` checks it)."""
         return query, value, key, query_mask, value_mask, key_mask
 
     def _like_query(self, output, query_mask, query):

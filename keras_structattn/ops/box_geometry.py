@@ -28,8 +28,18 @@ Conventions:
   cosines, each block feature-major (feature a, then frequency k).
   `"per_feature"` (Relation Networks' code): for each feature, its 8 sines
   then its 8 cosines. The two are a permutation of each other.
+* **Boxes.** `[x1, y1, x2, y2]` with `x1 <= x2` and `y1 <= y2`, in any one
+  unit (normalised or pixels: the features are invariant to translation and
+  scale, except for the `size_offset` added to sizes). With
+  `size_offset=0` the features divide by the query box's width and height
+  and take the logs of every box's, so a real box must have a positive
+  width and height; padding boxes are all-zero rows. Where the values are
+  known (NumPy inputs, eager tensors) a box that breaks this raises a
+  ValueError naming its index (`_checks.box_values`); compiled code does
+  not check.
 * Sizes below `MIN_SIZE` are taken as `MIN_SIZE`, so padding (all-zero)
-  boxes give large but finite features, never inf or NaN.
+  boxes, and in compiled code zero-size or reversed boxes too, give large
+  but finite features, never inf or NaN.
 * **Centre offsets** `|x_i - x_j|` are computed from coordinate
   differences, `|(x1_i - x1_j) + (x2_i - x2_j)| / 2`, never from rounded
   centres, so nearby boxes keep float32's relative precision (see
@@ -61,6 +71,13 @@ def _check_boxes(name, boxes):
             f"Argument `{name}` must be boxes [..., N, 4] as [x1, y1, x2, y2]. "
             f"Received: {name}.shape={tuple(boxes.shape)}"
         )
+
+
+def check_box_values(name, boxes, size_offset):
+    """The box contract of the geometry (module docstring), where the
+    values of `boxes` are known: ordered corners, and with `size_offset=0`
+    a positive size for every box but all-zero padding rows."""
+    _checks.box_values(name, boxes, normalised=False, positive_size=size_offset == 0)
 
 
 def check_geometry_options(size_ratio, size_offset, clip):
@@ -136,7 +153,10 @@ def relative_geometry(
 
     Args:
         query_boxes: `[..., Nq, 4]` boxes `[x1, y1, x2, y2]` (normalised or
-            pixels; the features are invariant to translation and scale).
+            pixels; the features are invariant to translation and scale),
+            `x1 <= x2`, `y1 <= y2`, and with `size_offset=0` a positive
+            width and height unless all-zero (padding); checked where the
+            values are known.
         key_boxes: `[..., Nk, 4]`, or None for `query_boxes`.
         size_ratio: `"key_over_query"` (the paper's `log(w_j / w_i)`) or
             `"query_over_key"` (the released code's `log(w_i / w_j)`).
@@ -156,6 +176,9 @@ def relative_geometry(
     )
     _check_boxes("query_boxes", query_boxes)
     _check_boxes("key_boxes", key_boxes)
+    check_box_values("query_boxes", query_boxes, size_offset)
+    if key_boxes is not query_boxes:
+        check_box_values("key_boxes", key_boxes, size_offset)
     offsets = _offset_features(query_boxes, key_boxes, size_offset, clip)
     qlw, qlh = _log_sizes(query_boxes, size_offset)
     klw, klh = _log_sizes(key_boxes, size_offset)
@@ -260,7 +283,8 @@ def geometry_logits(
     rounding of the per-box angles (about 1e-7 of `scale |log size|`).
 
     Args:
-        query_boxes: `[B, Nq, 4]` boxes `[x1, y1, x2, y2]`.
+        query_boxes: `[B, Nq, 4]` boxes `[x1, y1, x2, y2]`, as in
+            `relative_geometry`.
         key_boxes: `[B, Nk, 4]` boxes.
         kernel: `[dim, heads]` weights, rows in the embedding's `ordering`.
         bias: None or `[heads]`.
@@ -282,6 +306,7 @@ def geometry_logits(
                 f"Argument `{name}` must be [B, N, 4] here. Received: {name}.shape="
                 f"{tuple(boxes.shape)}"
             )
+        check_box_values(name, boxes, size_offset)
     rates = frequencies(dim, wavelength, scale)
     kernel = ops.cast(kernel, "float32")
     # [4 features, 2 (sin, cos), F, heads], whatever the ordering.
@@ -384,13 +409,20 @@ def box_position_features(boxes, image_size=None):
 
     Args:
         boxes: `[..., N, 4]` boxes `[x1, y1, x2, y2]`, in pixels when
-            `image_size` is given, else already normalised.
+            `image_size` is given, else already normalised to [0, 1];
+            `x1 <= x2`, `y1 <= y2` (zero sizes allowed: nothing divides by
+            them).
         image_size: None, or the image's `(width, height)`: a pair, or a
             tensor `[..., 2]` (one per image, broadcast over the boxes).
 
     Returns:
         float32 `[..., N, 5]`; the area is `(x2 - x1)(y2 - y1) / (W H)`, so
         all-zero padding rows stay all zero.
+
+    Raises:
+        ValueError: where the values are known, for a box (other than an
+            all-zero row) with `x2 < x1`, `y2 < y1`, or a normalised
+            coordinate outside [0, 1]. Compiled code does not check.
     """
     boxes = ops.cast(ops.convert_to_tensor(boxes), "float32")
     _check_boxes("boxes", boxes)
@@ -403,6 +435,11 @@ def box_position_features(boxes, image_size=None):
             )
         size = ops.expand_dims(size, -2)  # over the boxes
         boxes = boxes / ops.concatenate([size, size], axis=-1)
+        _checks.box_values("boxes / image_size", boxes)
+    else:
+        _checks.box_values(
+            "boxes", boxes, advice=" Or pass `image_size=(width, height)`."
+        )
     area = (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
     return ops.concatenate([boxes, area[..., None]], axis=-1)
 

@@ -21,9 +21,16 @@ TextVQA mask (question | objects | OCR | decoder), so no float mask per head
 ever travels as an input. A table is a boolean NumPy array
 `[num_heads, NUM_LABELS]`: `table[h, label]` says whether head h may use an
 edge with that label; `IMPLICIT` is always allowed and `BLOCKED` never.
+
+A label outside 0..14 is an error where the labels are known
+(`check_relations`: eager calls, NumPy inputs) and means `BLOCKED` inside
+compiled code (`blocked_if_out_of_range`), on every backend.
 """
 
 import numpy as np
+from keras import ops
+
+from keras_structattn.ops import _checks
 
 NUM_SPATIAL_LABELS = 13  # 0..12
 CONTAINS, INSIDE, OVERLAP, SELF = 1, 2, 3, 12
@@ -42,6 +49,48 @@ def _check_labels(name, labels):
                 f"Argument `{name}` must hold spatial relation labels in 0..12. "
                 f"Received: {label!r} in {name}={labels!r}"
             )
+
+
+def check_relations(name, relations):
+    """Raises a ValueError if known `relations` hold a label outside 0..14.
+
+    Does nothing while the values are unknown (`_checks.known_values`):
+    compiled code reads such labels as `BLOCKED` (`blocked_if_out_of_range`).
+
+    Args:
+        name: the argument's name, for the error.
+        relations: int labels, a tensor or array-like of any shape.
+    """
+    values = _checks.known_values(relations)
+    if values is None:
+        return
+    bad = (values < 0) | (values >= NUM_LABELS)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        count = int(bad.sum())
+        raise ValueError(
+            f"Argument `{name}` must hold relation labels in 0..{NUM_LABELS - 1} (0..12 "
+            f"spatial, {IMPLICIT} = IMPLICIT, {BLOCKED} = BLOCKED). Received: "
+            f"{name}[{', '.join(map(str, index))}] = {values[index].item()!r} ({count} "
+            f"label{'s' if count > 1 else ''} out of range; the labels run from "
+            f"{values.min().item()!r} to {values.max().item()!r})."
+        )
+
+
+def blocked_if_out_of_range(labels):
+    """int32 `labels` with every value outside 0..14 replaced by `BLOCKED`.
+
+    The rule of compiled code, where `check_relations` cannot see values:
+    an out-of-range label is an edge no head may use, on every backend. (A
+    plain look-up of the table differs by backend: labels above 14 raise on
+    TensorFlow and are filled on JAX, where every head then attends, and
+    negative labels wrap round from the end.)
+    """
+    labels = ops.cast(labels, "int32")
+    in_range = ops.logical_and(
+        ops.greater_equal(labels, 0), ops.less(labels, NUM_LABELS)
+    )
+    return ops.where(in_range, labels, BLOCKED)
 
 
 def table_from_sets(head_relations):

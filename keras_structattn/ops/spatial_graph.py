@@ -12,6 +12,16 @@ are in docs/graph_attention.md.
 Boxes are `[..., N, 4]`, `[x1, y1, x2, y2]` normalised by the image size, y
 pointing down. Padding boxes are all-zero rows (or given by a `valid` mask).
 
+**The box contract.** Real boxes (not padding) must have `x1 <= x2`,
+`y1 <= y2` and every coordinate in [0, 1] (the distance cut-off is a
+fraction of the image diagonal, so pixel coordinates would put every pair
+"too far apart"). Where the values are known (NumPy inputs, eager tensors)
+a box that breaks it raises a ValueError naming its index; inside compiled
+code (a `keras.Model`, `tf.function`, `jax.jit`) the boxes are not checked,
+and finite boxes that break it get labels in 0..12 that follow the rules
+below but mean nothing. Zero-width or zero-height boxes are allowed: no
+rule divides by a width or height (see below).
+
 **One implementation, two entry points.** The rules are written once, against
 an array namespace `xp` that is either `keras.ops` or a thin NumPy shim with
 the same function names (`_NUMPY`). `spatial_relations` runs them as
@@ -46,8 +56,9 @@ neighbouring sector (float64 `atan2` on the same decimals has ulp-level ties
 of the same kind). Under XLA a multiply-add may be fused (one rounding less),
 which can move such ulp-level ties, never binary-exact cases.
 
-Zero-area boxes take part like any other: two of them have union 0, and
-their IoU is taken as 0 (not overlap).
+Zero-area boxes take part like any other, since no rule divides by a
+width, height or area: two of them have union 0, and their IoU is taken as
+0 (not overlap).
 """
 
 import numpy as np
@@ -261,6 +272,9 @@ def _spatial_relations(xp, boxes, valid, distance_threshold):
     """The relation rules on float32 boxes; see `spatial_relations`."""
     boxes = xp.cast(boxes, "float32")
     valid = _padding(xp, boxes, valid)
+    # Padding boxes take no part, whatever they hold: a NaN would otherwise
+    # reach the sign table below as an index.
+    boxes = xp.where(xp.expand_dims(valid, -1), boxes, 0.0)
     x1, y1, x2, y2 = _coords(boxes)
 
     contains = _strict_containment(xp, boxes)
@@ -328,6 +342,16 @@ def _checked(boxes, valid, distance_threshold):
     _checks.positive_float("distance_threshold", distance_threshold)
     if valid is not None:
         _check_mask("valid", valid, tuple(boxes.shape)[:-1], "boxes[..., 0]")
+    _check_box_values("boxes", boxes, valid)
+
+
+def _check_box_values(name, boxes, valid):
+    """The box contract (module docstring), where the values are known.
+
+    Without `valid`, the padding rows that escape the check are the all-zero
+    ones: any other row summing to 0 has a negative coordinate.
+    """
+    _checks.box_values(name, boxes, valid, normalised=True)
 
 
 # --------------------------------------------------------------------------
@@ -430,7 +454,8 @@ def spatial_relations(boxes, valid=None, distance_threshold=0.5):
 
     Args:
         boxes: `[..., N, 4]` finite boxes `[x1, y1, x2, y2]`, normalised to
-            [0, 1] (any float dtype; computed in float32).
+            [0, 1], with `x1 <= x2` and `y1 <= y2` (any float dtype;
+            computed in float32). Zero width or height is allowed.
         valid: optional bool `[..., N]`, which boxes are real. Without it, a
             box whose four coordinates sum to 0 is padding.
         distance_threshold: positive float, the cut-off distance as a
@@ -438,6 +463,14 @@ def spatial_relations(boxes, valid=None, distance_threshold=0.5):
 
     Returns:
         int32 `[..., N, N]` labels in 0..12.
+
+    Raises:
+        ValueError: where the boxes' values are known (NumPy inputs, eager
+            tensors), for a real box with `x2 < x1` or `y2 < y1`, a
+            coordinate outside [0, 1] (pixel coordinates: divide by the
+            image size) or a non-finite one. In compiled code boxes are
+            not checked, and finite ones that break the contract get
+            meaningless labels in 0..12.
     """
     boxes = ops.convert_to_tensor(boxes)
     if valid is not None:
@@ -461,6 +494,10 @@ def spatial_relations_numpy(boxes, valid=None, distance_threshold=0.5):
     Returns:
         `np.ndarray` int32 `[..., N, N]`, equal to what `spatial_relations`
         gives for the same inputs.
+
+    Raises:
+        ValueError: for boxes that break the contract of
+            `spatial_relations`, naming the first such box.
     """
     boxes = np.asarray(boxes)
     if valid is not None:
@@ -611,6 +648,8 @@ def _textvqa_checked(
             "(the batch size of `object_boxes`). "
             f"Received: question_mask.shape={tuple(question_mask.shape)}"
         )
+    _check_box_values("object_boxes", object_boxes, object_mask)
+    _check_box_values("ocr_boxes", ocr_boxes, ocr_mask)
 
 
 def textvqa_relations(
@@ -638,9 +677,11 @@ def textvqa_relations(
 
     Args:
         question_mask: bool `[B, Lq]`, which question tokens are real.
-        object_boxes: `[B, No, 4]` object boxes.
+        object_boxes: `[B, No, 4]` object boxes, as in `spatial_relations`
+            (normalised to [0, 1], `x1 <= x2`, `y1 <= y2`; checked where
+            the values are known, except for masked boxes).
         object_mask: bool `[B, No]`.
-        ocr_boxes: `[B, Nocr, 4]` OCR token boxes.
+        ocr_boxes: `[B, Nocr, 4]` OCR token boxes, likewise.
         ocr_mask: bool `[B, Nocr]`.
         decoder_length: int >= 0, the number of answer-decoding steps.
         distance_threshold: as in `spatial_relations`.

@@ -391,6 +391,46 @@ def test_bad_relations_shape_is_named():
         layer(query, value, relations=relations[0])
 
 
+# Issue 17, item 5: labels outside 0..14, the same on every backend.
+
+
+@pytest.mark.parametrize("label", [20, 1000, -1])
+def test_out_of_range_labels_are_an_error_where_known(label):
+    query, value, relations = random_case(20)
+    relations[1, 2, 3] = label
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2, relation_bias=True)
+    message = (
+        r"`relations` must hold relation labels in 0\.\.14 \(0\.\.12 spatial, 13 = IMPLICIT, "
+        rf"14 = BLOCKED\)\. Received: relations\[1, 2, 3\] = {label} \(1 label out of range"
+    )
+    for labels in (relations, ops.convert_to_tensor(relations)):
+        with pytest.raises(ValueError, match=message):
+            layer(query, value, relations=labels)
+
+
+def test_out_of_range_labels_are_blocked_in_compiled_code():
+    """Compiled code cannot read the labels: 20, 1000 and -1 mean BLOCKED
+    there, for the mask and the relation bias, on every backend."""
+    query, value, relations = random_case(21)
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2, relation_bias=True)
+    layer(query, value, relations=relations)
+    randomize(layer, 22)  # a non-zero relation bias, BLOCKED's included
+    bad, blocked = relations.copy(), relations.copy()
+    for where, label in zip(((0, 0, 1), (0, 2, 0), (1, 3, 2)), (20, 1000, -1)):
+        bad[where], blocked[where] = label, rt.BLOCKED
+    inputs = [keras.Input(batch_shape=x.shape, dtype=str(x.dtype)) for x in (query, value, bad)]
+    outputs = layer(inputs[0], inputs[1], relations=inputs[2], return_attention_scores=True)
+    model = keras.Model(inputs, outputs)
+    model.compile(jit_compile=True)
+    output, weights = model.predict([query, value, bad], batch_size=2, verbose=0)
+    expected, expected_weights = layer(query, value, relations=blocked,
+                                       return_attention_scores=True)
+    np.testing.assert_allclose(output, to_np(expected), atol=1e-5)
+    np.testing.assert_allclose(weights, to_np(expected_weights), atol=1e-6)
+    for b, i, j in ((0, 0, 1), (0, 2, 0), (1, 3, 2)):
+        assert not weights[b, :, i, j].any()
+
+
 def test_end_to_end_from_boxes_under_xla():
     """Boxes and masks in, relations built in the graph (`textvqa_relations`
     as keras.ops), a spatially aware layer, `fit` with XLA: the labels the

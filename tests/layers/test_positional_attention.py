@@ -614,3 +614,51 @@ def test_bad_position_inputs_are_named():
     with pytest.raises(ValueError, match="variant"):
         positional_object_attention(2, 3, variant="mcan")
     assert set(POA_VARIANTS) == {"paper", "released", "relation_network"}
+
+
+# Issue 17, item 15: the box contract (docs/positional_attention.md).
+
+
+@pytest.mark.parametrize("remat", [False, True], ids=["", "remat"])
+def test_boxes_outside_the_contract_are_named(remat):
+    data = inputs(30)
+    x, value, boxes = data["query"], data["value"], data["query_boxes"]
+    layer = positional_object_attention(2, 3, remat_geometry=remat)
+    upside_down = boxes.copy()
+    upside_down[1, 2, [1, 3]] = boxes[1, 2, [3, 1]]
+    for argument in (upside_down, ops.convert_to_tensor(upside_down)):
+        with pytest.raises(ValueError, match=r"`query_boxes` must hold boxes \[x1, y1, x2, y2\] "
+                           r"with x1 <= x2 and y1 <= y2\. Received: query_boxes\[1, 2\] = "
+                           r".*\(y2 < y1\)"):
+            layer(x, x, query_boxes=argument)
+    flat = data["key_boxes"].copy()
+    flat[0, 4, 2] = flat[0, 4, 0]
+    with pytest.raises(ValueError, match=r"`key_boxes` .*positive width and height \(the box "
+                       r"geometry divides by them\), or all-zero padding rows\. Received: "
+                       r"key_boxes\[0, 4\] = .*\(zero width\)"):
+        layer(x, value, query_boxes=boxes, key_boxes=flat)
+    # In the contract: all-zero padding rows; pixels (the geometry is
+    # scale-free; 512 keeps float32 exact); zero sizes with the "+1" offset.
+    padded = boxes.copy()
+    padded[1, 3:] = 0.0
+    assert np.isfinite(to_np(layer(x, x, query_boxes=padded))).all()
+    np.testing.assert_allclose(to_np(layer(x, x, query_boxes=boxes * 512)),
+                               to_np(layer(x, x, query_boxes=boxes)), atol=1e-4)
+    released = positional_object_attention(2, 3, variant="released")
+    assert np.isfinite(to_np(released(x, value, query_boxes=boxes, key_boxes=flat))).all()
+
+
+def test_boxes_outside_the_contract_give_finite_outputs_in_compiled_code():
+    """Compiled code cannot read the boxes: reversed and zero-size boxes give
+    finite (meaningless) outputs, never NaN."""
+    data = inputs(31)
+    x, boxes = data["query"], data["query_boxes"]
+    boxes[0, 0] = [0.6, 0.6, 0.2, 0.2]  # reversed
+    boxes[0, 1] = [0.3, 0.3, 0.3, 0.3]  # a point
+    boxes[1, 2] = [0.1, 0.5, 0.9, 0.5]  # zero height
+    layer = positional_object_attention(2, 3)
+    symbolic = [keras.Input(batch_shape=a.shape) for a in (x, boxes)]
+    model = keras.Model(symbolic, layer(symbolic[0], symbolic[0], query_boxes=symbolic[1]))
+    randomize(layer, 32)
+    model.compile(jit_compile=True)
+    assert np.isfinite(model.predict([x, boxes], batch_size=2, verbose=0)).all()

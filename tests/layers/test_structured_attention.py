@@ -90,6 +90,7 @@ Not ported, and why:
 """
 
 import inspect
+import re
 import warnings
 
 import keras
@@ -448,6 +449,81 @@ def test_query_without_allowed_key_gives_the_output_bias(kind):
     assert_rows_attend_nowhere(layer, ours[1], ours[2], empty)
     assert_close(ours[1], theirs[1], ~empty)
     assert_scores_close(ours[2], theirs[2], ~empty)
+
+
+# Issue 17: one check of `attention_mask` for every layer, its shape
+# (item 16) and the values of a non-boolean mask (item 6).
+
+
+def compiled_predict(layer, *arrays, **call_kwargs):
+    """The layer on `(query, value, attention_mask)` in a `keras.Model` run by
+    `predict` with `jit_compile=True` (XLA on TensorFlow, jit on JAX), where
+    no value is known to a check."""
+    inputs = [keras.Input(batch_shape=x.shape, dtype=str(x.dtype)) for x in arrays]
+    outputs = layer(inputs[0], inputs[1], attention_mask=inputs[2], **call_kwargs)
+    model = keras.Model(inputs, outputs)
+    model.compile(jit_compile=True)
+    return model.predict(list(arrays), batch_size=BATCH, verbose=0)
+
+
+@each_layer
+def test_additive_or_other_non_boolean_attention_mask(kind):
+    query, value, _ = random_inputs(kind)
+    t, s = lengths(kind)
+    layer, _ = paired(kind, query, value, **HEADS)
+    allowed = np.random.default_rng(8).random((BATCH, t, s)) < 0.6
+    allowed[..., 0] = True
+    # tensor2tensor's additive mask: cast to bool, it would mean the opposite.
+    additive = np.where(allowed, 0.0, -1e9).astype("float32")
+    for mask in (additive, ops.convert_to_tensor(additive)):
+        with pytest.raises(ValueError, match=r"-1000000000\.0 at \[\d, \d, \d\]\. It looks like "
+                           r"an additive mask.*Pass a boolean mask \(True = may attend\)"):
+            layer(query, value, attention_mask=mask)
+    halves = np.where(allowed, 1.0, 0.5).astype("float32")
+    with pytest.raises(ValueError, match=r"boolean mask \(True = may attend\) or hold only 0 "
+                       r"and 1\. Received: a float32 mask holding 0\.5"):
+        layer(query, value, attention_mask=halves)
+    # 0/1 numbers are the booleans they stand for, as in Keras MHA ...
+    expected = layer(query, value, attention_mask=allowed)
+    for numbers in (allowed.astype("float32"), allowed.astype("int32")):
+        assert_close(layer(query, value, attention_mask=numbers), expected)
+    # ... and compiled code, where the values are not known, reads `mask > 0`:
+    # the additive mask then blocks every key instead of inverting.
+    assert_close(compiled_predict(layer, query, value, allowed.astype("float32")), expected)
+    blocked = compiled_predict(layer, query, value, additive)
+    assert_rows_attend_nowhere(layer, blocked, None, np.ones((BATCH, t), bool))
+
+
+@each_layer
+def test_attention_mask_of_another_shape_is_named(kind):
+    query, value, _ = random_inputs(kind)
+    t, s = lengths(kind)
+    layer, _ = paired(kind, query, value, **HEADS)
+    forms = r"must be \[T, S\], \[B, T, S\] or \[B, N, T, S\] for B = "
+    for shape in (
+        (BATCH, t + 1, s),
+        (BATCH, t, s - 1),
+        (BATCH + 1, t, s),
+        (BATCH, NUM_HEADS + 1, t, s),
+        (t, s - 1),
+        (s,),
+        (BATCH, 1, t, s, 1),
+    ):
+        received = re.escape(f"Received: attention_mask.shape={shape}")
+        with pytest.raises(ValueError, match=forms + "2 examples.*" + received):
+            layer(query, value, attention_mask=np.ones(shape, bool))
+    # Symbolic calls are checked too, on their static sizes.
+    with pytest.raises(ValueError, match=forms + "None examples"):
+        layer(
+            keras.Input((t, DIM)),
+            keras.Input((s, DIM)),
+            attention_mask=keras.Input((t, s + 1), dtype="bool"),
+        )
+    # Any axis of size 1 broadcasts, as in Keras MHA.
+    for shape in ((1, t, s), (BATCH, 1, s), (BATCH, t, 1), (1, 1, t, s), (t, 1)):
+        assert_close(
+            layer(query, value, attention_mask=np.ones(shape, bool)), layer(query, value)
+        )
 
 
 # --------------------------------------------------------------- training

@@ -271,6 +271,65 @@ def test_box_position_features():
                                expected, atol=1e-6)
 
 
+# Issue 17, item 15: the box contract (module docstring).
+
+PADDED = np.array([[[0.1, 0.2, 0.4, 0.6], [0.5, 0.1, 0.9, 0.3], [0.0, 0.0, 0.0, 0.0]]],
+                  "float32")  # the last row is padding
+
+
+def changed(index, box, boxes=PADDED):
+    boxes = boxes.copy()
+    boxes[0, index] = box
+    return boxes
+
+
+@pytest.mark.parametrize("tensor", [False, True], ids=["numpy", "tensor"])
+def test_geometry_boxes_outside_the_contract_are_named(tensor):
+    convert = ops.convert_to_tensor if tensor else np.asarray
+    kernel = np.ones((16, 2), "float32")
+    reversed_box = convert(changed(1, [0.9, 0.1, 0.5, 0.3]))
+    flat_box = convert(changed(0, [0.1, 0.2, 0.4, 0.2]))
+    for call, match in (
+        (lambda: bg.relative_geometry(reversed_box),
+         r"`query_boxes` must hold boxes \[x1, y1, x2, y2\] with x1 <= x2 and y1 <= y2\. "
+         r"Received: query_boxes\[0, 1\] = \[0\.9, 0\.1, 0\.5, 0\.3\] \(x2 < x1\)"),
+        (lambda: bg.relative_geometry(PADDED, flat_box),
+         r"`key_boxes` must hold boxes .* with a positive width and height \(the box geometry "
+         r"divides by them\), or all-zero padding rows\. Received: key_boxes\[0, 0\] = .*"
+         r"\(zero height\)"),
+        (lambda: bg.geometry_logits(flat_box, PADDED, kernel), r"query_boxes\[0, 0\]"),
+        (lambda: bg.box_position_features(convert(PADDED * 640)),
+         r"normalised to \[0, 1\]\. Received: boxes\[0, 0\] = .*Pixel coordinates must be "
+         r"divided by the image size .*`image_size=\(width, height\)`"),
+        (lambda: bg.box_position_features(convert(PADDED * 640), (320, 640)),
+         r"`boxes / image_size` .*boxes / image_size\[0, 1\]"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            call()
+
+
+def test_geometry_box_contract_allows_padding_pixels_and_offset_sizes():
+    # All-zero rows are padding; pixels are fine (the features are scale-free).
+    np.testing.assert_allclose(to_numpy(bg.relative_geometry(PADDED * 640))[0, :2, :2],
+                               to_numpy(bg.relative_geometry(PADDED))[0, :2, :2], atol=1e-4)
+    # With a size offset nothing divides by a zero size.
+    flat = changed(0, [0.1, 0.2, 0.4, 0.2])
+    assert np.isfinite(to_numpy(bg.relative_geometry(flat, size_offset=1.0))).all()
+    # Zero sizes are allowed in the 5-d feature: nothing divides by them.
+    assert to_numpy(bg.box_position_features(flat))[0, 0, 4] == 0
+
+
+def test_geometry_of_boxes_outside_the_contract_is_finite_under_jit():
+    # Compiled code cannot read the boxes: sizes below MIN_SIZE are taken as
+    # MIN_SIZE, so reversed and zero-size boxes give finite (meaningless) logits.
+    boxes = np.concatenate([changed(1, [0.9, 0.1, 0.5, 0.3]), changed(0, [0.1, 0.2, 0.4, 0.2]),
+                            changed(0, [0.3, 0.3, 0.3, 0.3]), PADDED * 640])
+    kernel = np.random.default_rng(9).normal(size=(16, 2)).astype("float32")
+    logits = to_numpy(jit(lambda b: bg.geometry_logits(b, b, kernel))(boxes))
+    geometry = to_numpy(jit(bg.relative_geometry)(boxes))
+    assert np.isfinite(logits).all() and np.isfinite(geometry).all()
+
+
 @pytest.mark.parametrize(
     "call, match",
     [

@@ -283,7 +283,7 @@ def test_paths_agree_on_arbitrary_float32_boxes():
     # the NumPy and the eager keras.ops runs of the one implementation (XLA
     # may fuse a multiply-add and round once less, so not compiled).
     rng = np.random.default_rng(3)
-    corner = rng.uniform(0, 0.8, (4, 50, 2))
+    corner = rng.uniform(0, 0.75, (4, 50, 2))
     size = rng.uniform(0, 0.25, (4, 50, 2))
     boxes = np.concatenate([corner, corner + size], -1).astype(np.float32)
     boxes[:, ::9] = 0.0
@@ -560,11 +560,10 @@ def test_symmetry_property_ops(boxes):
 @st.composite
 def grid_box_sets(draw):
     n = draw(st.integers(1, 7))
-    steps = st.integers(0, 32)
     boxes = []
     for _ in range(n):
-        x1, y1 = draw(steps), draw(steps)
         w, h = draw(st.integers(0, 16)), draw(st.integers(0, 16))
+        x1, y1 = draw(st.integers(0, 32 - w)), draw(st.integers(0, 32 - h))
         boxes.append([x1, y1, x1 + w, y1 + h])
     # A coarse 1/32 grid makes boundaries and ties frequent.
     return np.asarray(boxes, np.float32) / 32
@@ -796,3 +795,73 @@ def test_bad_arguments_textvqa(fn):
         fn(q[:2], ob, om, oc, ocm, 2)
     with pytest.raises(ValueError, match="`question_mask`"):
         fn(q[0], ob, om, oc, ocm, 2)
+
+
+# --------------------------------------------------------------------------
+# Issue 17, item 15: the box contract (module docstring), checked where the
+# values are known.
+
+GOOD_BOXES = np.array(
+    [[[0.1, 0.1, 0.3, 0.4], [0.5, 0.5, 0.5, 0.9], [0.0, 0.0, 0.0, 0.0], [0.2, 0.6, 0.9, 1.0]]],
+    np.float32,
+)  # a zero-width box and a padding row among them
+
+
+def with_box(index, box):
+    boxes = GOOD_BOXES.copy()
+    boxes[(0, index)] = box
+    return boxes
+
+
+# name: (boxes, the index of the only bad box or None, the error)
+BAD_BOXES = {
+    "x2<x1": (with_box(3, [0.9, 0.6, 0.2, 1.0]), 3, r"x1 <= x2 and y1 <= y2\. Received: "
+              r"boxes\[0, 3\] = \[0\.9, 0\.6, 0\.2, 1\.0\] \(x2 < x1\)"),
+    "y2<y1": (with_box(1, [0.5, 0.9, 0.5, 0.5]), 1, r"boxes\[0, 1\] = .* \(y2 < y1\)"),
+    "pixels": (GOOD_BOXES * 640, None, r"normalised to \[0, 1\]\. Received: boxes\[0, 0\] = "
+               r".* \(outside \[0, 1\]\)\. Pixel coordinates must be divided by the image size"),
+    "negative": (with_box(1, [-0.1, 0.5, 0.5, 0.9]), 1, r"boxes\[0, 1\] .*outside \[0, 1\]"),
+    "nan": (with_box(0, [0.1, np.nan, 0.3, 0.4]), 0, r"finite numbers\. Received: boxes\[0, 0\]"),
+}
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+@pytest.mark.parametrize("case", sorted(BAD_BOXES))
+def test_boxes_outside_the_contract_are_named(path, case):
+    fn = {"numpy": sg.spatial_relations_numpy, "ops": sg.spatial_relations}[path]
+    boxes, index, message = BAD_BOXES[case]
+    for argument in [boxes] if path == "numpy" else [boxes, ops.convert_to_tensor(boxes)]:
+        with pytest.raises(ValueError, match=message):
+            fn(argument)
+    if index is not None:
+        # A box flagged as padding by `valid` is not used, so not checked.
+        valid = np.ones(boxes.shape[:-1], bool)
+        valid[0, index] = False
+        np.testing.assert_array_equal(PATHS[path](boxes, valid), ref_relations(boxes, valid))
+
+
+def test_zero_size_and_padding_boxes_follow_the_contract():
+    # Zero width (box 1) is allowed: no rule divides by a size.
+    for path in PATHS.values():
+        np.testing.assert_array_equal(path(GOOD_BOXES), ref_relations(GOOD_BOXES))
+    # TextVQA: masked object and OCR boxes are padding, whatever they hold.
+    rng = np.random.default_rng(17)
+    q, ob, om, oc, ocm = textvqa_inputs(rng)
+    oc[0, 1] = [10.0, 20.0, 50.0, 80.0]  # pixels
+    for fn in (sg.textvqa_relations, sg.textvqa_relations_numpy):
+        ocm[0, 1] = True
+        with pytest.raises(ValueError, match=r"`ocr_boxes` .*ocr_boxes\[0, 1\] = .*Pixel"):
+            fn(q, ob, om, oc, ocm, 2)
+        ocm[0, 1] = False
+        np.testing.assert_array_equal(
+            np.asarray(ops.convert_to_numpy(fn(q, ob, om, oc, ocm, 2))),
+            ref_textvqa(q, ob, om, oc, ocm, 2),
+        )
+
+
+def test_boxes_outside_the_contract_under_jit_give_labels_in_range():
+    # Compiled code cannot read the boxes: no error, and labels in 0..12
+    # (meaningless ones) for reversed, pixel and zero-size boxes.
+    boxes = np.concatenate([BAD_BOXES[case][0] for case in ("x2<x1", "y2<y1", "pixels")])
+    labels = np.asarray(jit(sg.spatial_relations)(boxes))
+    assert labels.shape == (3, 4, 4) and labels.min() >= 0 and labels.max() <= 12
