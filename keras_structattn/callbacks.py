@@ -132,6 +132,32 @@ def _load_seed_states(model, path):
             state.assign(np.asarray(group[str(i)]))
 
 
+class StopAtStep(keras.callbacks.Callback):
+    """Stops `fit` once the optimizer has taken `total_steps` steps.
+
+    With it, a run trains to a step count whatever its epoch size: a run
+    resumed with another checkpoint interval (`steps_per_epoch`) still ends
+    at `total_steps`, its last epoch cut short. Keras ends the epoch (and
+    runs its validation and checkpoint) when `stop_training` is set.
+
+    Args:
+        total_steps: the optimizer step count to stop at.
+    """
+
+    def __init__(self, total_steps):
+        super().__init__()
+        if not isinstance(total_steps, int) or total_steps < 1:
+            raise ValueError(
+                f"`total_steps` must be a positive int; received: total_steps={total_steps!r}"
+            )
+        self.total_steps = total_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        steps = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        if steps >= self.total_steps:
+            self.model.stop_training = True
+
+
 class EpochCheckpoints(keras.callbacks.Callback):
     """Saves the training state at the end of every epoch; keeps the newest.
 

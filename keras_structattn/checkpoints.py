@@ -14,28 +14,38 @@ Vaswani et al., 2017, arXiv:1706.03762, Section 6.1).
 """
 
 import os
+import warnings
 
+import h5py
 import keras
 import numpy as np
 
 from keras_structattn.callbacks import list_checkpoints
 
 
-def checkpoint_paths(directory):
+def checkpoint_paths(directory, readable_only=False):
     """The checkpoint files of `directory`, oldest (lowest epoch) first.
 
     Args:
         directory: a folder written by `EpochCheckpoints` (it need not
             exist: then there are none).
+        readable_only: if True, leave out the files `is_readable` rejects,
+            with a warning naming each.
 
     Returns:
         A list of paths; empty when there are none.
     """
-    return [path for _, path in list_checkpoints(directory)]
+    paths = [path for _, path in list_checkpoints(directory)]
+    if readable_only:
+        paths = [path for path in paths if _readable_or_warn(path)]
+    return paths
 
 
 def latest_checkpoint(directory):
-    """The newest checkpoint file of `directory`.
+    """The newest readable checkpoint file of `directory`.
+
+    Unreadable ones (cut off by a kill or a full disk while another tool
+    wrote them) are skipped with a warning naming each.
 
     Args:
         directory: a folder written by `EpochCheckpoints`.
@@ -44,12 +54,42 @@ def latest_checkpoint(directory):
         Its path.
 
     Raises:
-        FileNotFoundError: if `directory` holds no checkpoint (names it).
+        FileNotFoundError: if `directory` holds no readable checkpoint
+            (names it).
     """
-    found = checkpoint_paths(directory)
-    if not found:
-        raise FileNotFoundError(f"No checkpoints in {os.fspath(directory)}")
-    return found[-1]
+    for path in reversed(checkpoint_paths(directory)):
+        if _readable_or_warn(path):
+            return path
+    raise FileNotFoundError(f"No readable checkpoints in {os.fspath(directory)}")
+
+
+def is_readable(path):
+    """Whether the HDF5 weights file `path` opens and all its arrays read.
+
+    Args:
+        path: a weights file.
+
+    Returns:
+        A bool; False for a truncated or otherwise damaged file.
+    """
+    def read(_, obj):
+        if isinstance(obj, h5py.Dataset):
+            obj[()]  # noqa: B018  (reading is the check)
+        # None: `visititems` goes on to the next object.
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(read)
+    except (OSError, RuntimeError, KeyError, ValueError):
+        return False
+    return True
+
+
+def _readable_or_warn(path):
+    if is_readable(path):
+        return True
+    warnings.warn(f"skipping unreadable checkpoint {path}", stacklevel=3)
+    return False
 
 
 def average_checkpoints(model, paths):

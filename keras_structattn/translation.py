@@ -2,7 +2,7 @@
 
     result = translate_sentences(model, vocab, sentences, max_length=48, beam_size=4)
     result.translations   # one string per sentence, in input order
-    result.truncated      # how many sources were cut to fit `max_length`
+    result.truncated      # how many sources were cut to fit `max_input_length`
 
 The model has the decoding protocol of `keras_structattn.decoding.seq2seq`
 (`encode`, `initial_cache`, `decode_step`, `vocab_size`); the vocabulary has
@@ -36,7 +36,7 @@ class Translations(typing.NamedTuple):
 
     Attributes:
         translations: list of `str`, one per source sentence, in input order.
-        truncated: the number of sources longer than `max_length - 1`
+        truncated: the number of sources longer than `max_input_length - 1`
             tokens, whose tail was cut before translating (reported rather
             than dropped silently).
     """
@@ -64,6 +64,7 @@ def translate_sentences(
     sentences,
     *,
     max_length,
+    max_input_length=None,
     beam_size=4,
     alpha=0.6,
     extra_length=20,
@@ -72,19 +73,24 @@ def translate_sentences(
 ):
     """Translates sentences in length-sorted, fixed-shape batches.
 
-    Each source is encoded with `vocab.encode`, cut to `max_length - 1`
-    tokens and ended with EOS, so that it is at most `max_length` tokens
-    long, as in training. A batch decodes at most `min(padded source length
-    + extra_length, max_length)` target tokens (targets were at most
-    `max_length` tokens in training): beam search, or greedy search for
-    `beam_size=1`.
+    Each source is encoded with `vocab.encode`, cut to `max_input_length -
+    1` tokens and ended with EOS, so that it is at most `max_input_length`
+    tokens long (by default `max_length`, as in training). A batch decodes
+    at most `min(padded source length + extra_length, max_length)` target
+    tokens (targets were at most `max_length` tokens in training): beam
+    search, or greedy search for `beam_size=1`. An empty (or all-space)
+    sentence translates to an empty string, with no decoding.
 
     Args:
         model: an encoder-decoder model with the decoding protocol of
             `keras_structattn.decoding.seq2seq`.
         vocab: the vocabulary of sources and targets (`encode`, `decode`).
         sentences: sequence of source strings.
-        max_length: longest source and target, in tokens, EOS included.
+        max_length: longest target, in tokens, EOS included; and the longest
+            source unless `max_input_length` is given.
+        max_input_length: longest source, in tokens, EOS included (default
+            `max_length`). Models with sinusoidal positions (the Transformer)
+            or none (the LSTM) read longer sources than they were trained on.
         beam_size: beam width; 1 for greedy search.
         alpha: GNMT length-penalty exponent of beam search.
         extra_length: decode at most the padded source length plus this
@@ -95,12 +101,15 @@ def translate_sentences(
 
     Returns:
         A `Translations`: the translations in input order and the number of
-        truncated sources.
+        truncated sources (cut to `max_input_length - 1` tokens).
 
     Raises:
         ValueError: on an invalid argument (names it).
     """
     _checks.positive_int("max_length", max_length)
+    if max_input_length is None:
+        max_input_length = max_length
+    _checks.positive_int("max_input_length", max_input_length)
     _checks.positive_int("beam_size", beam_size)
     _checks.non_negative_int("extra_length", extra_length)
     _checks.positive_int("batch_size", batch_size)
@@ -112,11 +121,12 @@ def translate_sentences(
                 "Argument `sentences` must hold strings. Received: "
                 f"sentences[{i}] of type {type(sentence).__name__}"
             )
-    encoded = [vocab.encode(s) for s in sentences]
-    truncated = sum(len(ids) > max_length - 1 for ids in encoded)
-    encoded = [ids[: max_length - 1] + [EOS_ID] for ids in encoded]
-    order = sorted(range(len(sentences)), key=lambda i: len(encoded[i]))
-    out = [None] * len(sentences)
+    out = [""] * len(sentences)
+    todo = [i for i, sentence in enumerate(sentences) if sentence.strip()]
+    encoded = {i: vocab.encode(sentences[i]) for i in todo}
+    truncated = sum(len(ids) > max_input_length - 1 for ids in encoded.values())
+    encoded = {i: ids[: max_input_length - 1] + [EOS_ID] for i, ids in encoded.items()}
+    order = sorted(todo, key=lambda i: len(encoded[i]))
     programs = {}
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
@@ -155,9 +165,10 @@ def string_translator(model, vocab, *, max_length, beam_size=4, alpha=0.6):
         alpha: GNMT length-penalty exponent of beam search.
 
     Returns:
-        A `tf.Module` with two functions of a string tensor `[N]`:
-        `translate_ids` (int32 `[N, max_length]`: EOS, then 0s) and
-        `__call__` (the translations, a string tensor `[N]`).
+        A `tf.Module` with three functions of a string tensor `[N]`:
+        `translate_ids` (int32 `[N, max_length]`: EOS, then 0s),
+        `__call__` (the translations, a string tensor `[N]`) and `serve`
+        (`{"translations": ...}`, for a `serving_default` signature).
 
     Raises:
         ValueError: if `vocab` is not a `SubwordVocab`, or on an invalid
@@ -198,5 +209,10 @@ def string_translator(model, vocab, *, max_length, beam_size=4, alpha=0.6):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def __call__(self, sentences):
             return vocab.tf_decode(self.translate_ids(sentences))
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+        def serve(self, sentences):
+            """`__call__` with a named output, as serving signatures have."""
+            return {"translations": self(sentences)}
 
     return StringTranslator()

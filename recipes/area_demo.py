@@ -1,27 +1,38 @@
 """Area attention on a generated task: a short `model.fit` you can run anywhere.
 
 The task: a sequence of random tokens, with several copies of token 0, is
-positive iff three of the zeros are adjacent (a *run*). One layer of regular
-attention sees items one at a time and cannot tell a run from scattered
-zeros; area attention with spans of up to 3 items attends to the run as one
-area, whose summed value is larger than any single item's. The recipe trains the same small model
-with regular attention (`max_area_width=1`) and with area attention
-(`max_area_width=3`) for the same steps, and prints both test accuracies.
+positive iff three of the zeros are adjacent (a *run*). The model has no
+positional embeddings, so one layer of regular attention sees the tokens
+as an unordered set and cannot beat the ~0.53 that counting zeros gives;
+area attention's spans are adjacent by construction, so it attends to the
+run as one area. The recipe trains the same small model with regular
+attention (`max_area_width=1`) and with area attention (`max_area_width=3`)
+for the same steps, and prints both test accuracies. Measured over seeds
+0-4 (2 CPU cores, about a minute in all): regular 0.49-0.52 at every epoch
+up to 12; area at least 0.998 from epoch 3 and 0.997-1.000 after the
+default 5 epochs. With fewer than 3 epochs area attention may still be at
+chance for some seeds, and the recipe warns.
 
 Usage:
-    python -m recipes.area_demo [--epochs 4] [--seed 0] [--out runs/area_demo]
+    python -m recipes.area_demo [--epochs 5] [--seed 0] [--output_dir runs/area_demo]
 
-Progress bars, TensorBoard logs (`--out/<variant>/logs`) and resumable
-checkpoints (`--out/<variant>/checkpoints`, written atomically: kill the run
-and start it again to resume) are on by default.
+Progress bars (stderr), TensorBoard logs and `history.csv`
+(`--output_dir/<variant>/`) and resumable checkpoints
+(`--output_dir/<variant>/checkpoints`, written atomically: kill the run and
+start it again to resume) are on by default. The accuracies are the result
+(stdout; also in `results.json`).
 """
 
-import argparse
-import json
 import os
 import time
 
 import numpy as np
+
+from recipes import _cli
+
+# Over seeds 0-4, the fewest epochs after which area attention beats
+# regular attention for every seed (see the module docstring).
+MIN_EPOCHS_FOR_CONTRAST = 3
 
 
 def make_dataset(num, length=24, vocab=8, seed=0):
@@ -65,15 +76,17 @@ def _has_run(seq):
 
 
 def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0):
-    """Embedding + positions -> area self-attention -> pooled classifier."""
+    """Embedding -> area self-attention -> pooled classifier.
+
+    No positional embedding: the attention layer is the only part of the
+    model that can relate neighbouring items, which is what the demo shows.
+    """
     import keras
 
     from keras_structattn.layers import MultiHeadAreaAttention
 
     tokens = keras.Input((length,), dtype="int32")
     x = keras.layers.Embedding(vocab, dim)(tokens)
-    positions = keras.ops.arange(length)
-    x = x + keras.layers.Embedding(length, dim)(positions)
     attended = MultiHeadAreaAttention(
         num_heads=heads,
         key_dim=dim // heads,
@@ -103,10 +116,11 @@ def run_variant(name, max_area_width, data, args):
         metrics=[keras.metrics.BinaryAccuracy(threshold=0.0, name="accuracy")],
         jit_compile=True,
     )
-    out = os.path.join(args.out, name)
+    out = os.path.join(args.output_dir, name)
     checkpoints = os.path.join(out, "checkpoints")
     initial_epoch = restore_latest(model, checkpoints)
     callbacks = [
+        keras.callbacks.CSVLogger(os.path.join(out, "history.csv"), append=True),
         EpochCheckpoints(checkpoints, keep=1),
         keras.callbacks.TensorBoard(os.path.join(out, "logs")),
     ]
@@ -127,15 +141,28 @@ def run_variant(name, max_area_width, data, args):
     return {"accuracy": float(accuracy), "train_seconds": round(seconds, 1)}
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--train_size", type=int, default=8000)
-    parser.add_argument("--test_size", type=int, default=2000)
+def build_parser():
+    parser = _cli.ArgumentParser(
+        prog="python -m recipes.area_demo",
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("\n", 1)[1],
+    )
+    parser.add_argument("--epochs", type=_cli.positive_int, default=5)
+    parser.add_argument("--train_size", type=_cli.positive_int, default=8000)
+    parser.add_argument("--test_size", type=_cli.positive_int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="runs/area_demo")
-    args = parser.parse_args(argv)
+    parser.add_argument("--output_dir", default="runs/area_demo", type=_cli.output_folder)
+    return parser
 
+
+def run(args):
+    """Trains both variants; returns (and prints) their test accuracies."""
+    from recipes._run import write_json
+
+    if args.epochs < MIN_EPOCHS_FOR_CONTRAST:
+        print(f"warning: --epochs {args.epochs}: area attention needs about "
+              f"{MIN_EPOCHS_FOR_CONTRAST} epochs to find the runs (seeds 0-4); with fewer, "
+              "both variants may still be near chance")
     data = (
         make_dataset(args.train_size, seed=args.seed),
         make_dataset(args.test_size, seed=args.seed + 1),
@@ -144,17 +171,22 @@ def main(argv=None):
         "regular attention (width 1)": run_variant("regular", 1, data, args),
         "area attention (width 3)": run_variant("area", 3, data, args),
     }
-    print("\nTest accuracy on the run-of-three task (chance = 0.5):")
+    _cli.emit(f"Test accuracy on the run-of-three task after {args.epochs} epochs "
+              "(chance = 0.5):")
     for name, result in results.items():
-        print(
+        _cli.emit(
             f"  {name:30s} {result['accuracy']:.3f}"
             f"   ({result['train_seconds']} s training)"
         )
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    os.makedirs(args.output_dir, exist_ok=True)
+    write_json(os.path.join(args.output_dir, "results.json"), results)
     return results
 
 
+def main(argv=None):
+    """Runs the recipe: `python -m recipes.area_demo [flags]`."""
+    return _cli.execute(build_parser(), argv, run)
+
+
 if __name__ == "__main__":
-    main()
+    _cli.entry_point(main)

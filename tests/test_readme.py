@@ -6,8 +6,14 @@ import re
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
 def test_readme_python_blocks_run():
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    # The block that loads an exported SavedModel needs a trained run:
+    # tests/recipes/test_translate_cli.py runs it on one.
+    blocks = [b for b in python_blocks() if "saved_model.load" not in b]
     assert blocks, "the README has no Python example"
     namespaces = []
     for block in blocks:

@@ -684,7 +684,7 @@ def test_cli_writes_the_chosen_tasks_and_reports(tmp_path, capsys):
 
     out = tmp_path / "cli"
     result = recipe.main([
-        "--out", str(out), "--task", "vqa,refs", "--train", "20", "--val", "4",
+        "--output_dir", str(out), "--task", "vqa,refs", "--train", "20", "--val", "4",
         "--test", "6", "--seed", "9", "--baselines",
     ])
     printed = capsys.readouterr().out

@@ -1,0 +1,236 @@
+"""The command-line layer every recipe shares: flags, errors, output streams.
+
+A recipe is a package `recipes/<name>/` whose `__init__.py` builds its
+flags with `ArgumentParser` and the flag types below (no TensorFlow, JAX or
+Keras import there, so that a bad flag is refused in a fraction of a second)
+and whose `__main__.py` is `entry_point(main)`. `main(argv)` calls `execute`,
+which
+
+- parses the flags (`UsageError` on a bad one),
+- runs the recipe's own flag checks (`UsageError`),
+- runs the command with `sys.stdout` pointed at stderr, so that status
+  lines, Keras' progress bars and any library's chatter go to stderr;
+  results (scores, translations, captions) are written with `emit`, the
+  only writer to the real stdout, so `... > out.txt` holds results only.
+
+`entry_point` turns exceptions into one line on stderr, `error: <message>`,
+and an exit status: 2 for usage errors (bad flags, files or folders named
+by flags that do not fit, a run folder made with other settings), 1 for
+failures while working, 130 for Ctrl-C. `--debug` shows the traceback
+instead. Warnings are one line each too (`warning: ...`).
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+import warnings
+
+# TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not
+# status a recipe's user needs; set before any recipe imports TensorFlow.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+USAGE_EXIT = 2
+FAILURE_EXIT = 1
+INTERRUPTED_EXIT = 130
+
+_results = None  # the real stdout while a command runs (see `execute`)
+
+
+class UsageError(ValueError):
+    """A command line that cannot be run as given: exit status 2.
+
+    A `ValueError`, so that code calling `main(argv)` in-process can catch
+    it like the library's argument errors.
+    """
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` raising `UsageError` instead of exiting.
+
+    Every recipe's parser has `--debug` (tracebacks instead of one-line
+    errors).
+    """
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(**kwargs)
+        self.add_argument("--debug", action="store_true",
+                          help="on an error, show the Python traceback")
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+# ------------------------------------------------------------- flag types
+# argparse calls these on the flag's text; their ValueError/TypeError
+# messages become "argument --flag: ..." usage errors.
+
+
+def _integer(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def positive_int(text):
+    """An int >= 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text):
+    """An int >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def non_negative_float(text):
+    """A finite float >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def unit_interval(text):
+    """A float in [0, 1]."""
+    value = non_negative_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
+
+
+def input_file(text):
+    """A path to an existing, readable file."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    if not os.access(text, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not readable")
+    return text
+
+
+def output_file(text):
+    """A path a file can be written to: its folder exists and is writable."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"the folder of {text} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write to the folder of {text}")
+    return text
+
+
+def output_folder(text):
+    """A folder that exists or can be created, and can be written to."""
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    existing = os.path.abspath(text)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise argparse.ArgumentTypeError(f"cannot create {text}: {existing} is a file")
+    if not os.access(existing, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write to {existing}")
+    return text
+
+
+# ---------------------------------------------------------------- running
+
+
+def emit(text=""):
+    """Writes a result line to stdout (the real one while a command runs).
+
+    Args:
+        text: the line, without its newline.
+    """
+    stream = _results or sys.stdout
+    stream.write(f"{text}\n")
+    stream.flush()
+
+
+def status(text):
+    """Writes a status line to stderr."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def execute(parser, argv, run, check=None):
+    """Parses `argv`, checks it and runs the command: a recipe's `main`.
+
+    Args:
+        parser: the recipe's `ArgumentParser`.
+        argv: the arguments (None: `sys.argv[1:]`).
+        run: `run(args)`, the command; it may import heavy libraries.
+        check: optional `check(args)`, the recipe's checks of flags that go
+            together; it raises `UsageError` and must stay light.
+
+    Returns:
+        What `run` returns.
+    """
+    global _results
+    args = parser.parse_args(argv)
+    if check is not None:
+        check(args)
+    previous = _results
+    _results = sys.stdout
+    try:
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            return run(args)
+    finally:
+        _results = previous
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def entry_point(main, argv=None):
+    """Runs `main(argv)` as a command-line tool and exits.
+
+    Errors become `error: <message>` on stderr and exit status 2
+    (`UsageError`) or 1 (anything else); `--debug` lets the traceback
+    through. Never returns.
+
+    Args:
+        main: the recipe's `main(argv)`.
+        argv: the arguments (None: `sys.argv[1:]`).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--debug" in argv:
+        main(argv)
+        sys.exit(0)
+    try:
+        main(argv)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(INTERRUPTED_EXIT)
+    except UsageError as error:
+        print(f"error: {_one_line(error)}", file=sys.stderr)
+        sys.exit(USAGE_EXIT)
+    except Exception as error:  # noqa: BLE001  (any failure: one line, exit 1)
+        print(f"error: {_one_line(error)} (--debug shows the traceback)", file=sys.stderr)
+        sys.exit(FAILURE_EXIT)
+    sys.exit(0)
+
+
+def _one_line(error):
+    """The first line of an error's message (backends' messages run long)."""
+    text = str(error).strip()
+    if isinstance(error, KeyError) and len(error.args) == 1:
+        text = f"missing key {error.args[0]!r}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    return lines[0] + (" ..." if len(lines) > 1 else "")

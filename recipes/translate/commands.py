@@ -1,0 +1,571 @@
+"""The commands of the translation recipe (flags: `recipes.translate`).
+
+Each command is `command(args)` with the parsed flags; `run(args)` picks
+it. Status goes to stderr (`print`, which `recipes._cli.execute` points
+there), results to stdout (`_cli.emit`).
+"""
+
+import math
+import os
+import sys
+import time
+import typing
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
+from keras_structattn import hparams as hparams_lib  # noqa: E402
+from keras_structattn.callbacks import EpochCheckpoints  # noqa: E402
+from keras_structattn.callbacks import StopAtStep  # noqa: E402
+from keras_structattn.callbacks import restore_latest  # noqa: E402
+from keras_structattn.data import batching  # noqa: E402
+from keras_structattn.data import parallel_text  # noqa: E402
+from keras_structattn.data import recorded as recorded_lib  # noqa: E402
+from keras_structattn.data import tatoeba  # noqa: E402
+from keras_structattn.data import vocab as vocab_lib  # noqa: E402
+from keras_structattn.losses import PaddedAccuracy  # noqa: E402
+from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
+from keras_structattn.metrics import corpus_bleu  # noqa: E402
+from keras_structattn.metrics import corpus_chrf  # noqa: E402
+from keras_structattn.metrics.text import group_references  # noqa: E402
+from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
+from keras_structattn.translation import string_translator  # noqa: E402
+from keras_structattn.translation import translate_sentences  # noqa: E402
+from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
+from models.transformer import Transformer  # noqa: E402
+from recipes import _cli  # noqa: E402
+from recipes._run import RunFolder  # noqa: E402
+from recipes._run import history_from_csv  # noqa: E402
+from recipes._run import write_atomically  # noqa: E402
+from recipes._run import write_json  # noqa: E402
+from recipes.translate import DEFAULT_HPARAMS_SET  # noqa: E402
+from recipes.translate import DEFAULT_LSTM_HPARAMS_SET  # noqa: E402
+from recipes.translate import RUN_DEFAULTS  # noqa: E402
+from recipes.translate import SPLITS  # noqa: E402
+from recipes.translate import TRAINING_COMMANDS  # noqa: E402
+
+MODELS = {"transformer": Transformer, "lstm": LSTMSeq2Seq}
+# Applied to the default set only: the t2t defaults are for WMT-sized runs
+# (8000 warm-up steps, batches of 4096 tokens, sentences up to 256 tokens).
+DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=400,batch_size=2048,max_length=48"
+HPARAMS_FILE = "hparams.json"
+
+
+def run(args):
+    """Runs `args.command`; returns what it returns."""
+    return {
+        "train": train,
+        "evaluate": evaluate,
+        "decode": decode,
+        "average": average,
+        "export": export,
+        "record": record,
+    }[args.command](args)
+
+
+# -------------------------------------------------------------------- data
+
+
+def load_pairs(args, split):
+    """Pairs of a split from the flags, or the embedded Tatoeba split."""
+    tsv = getattr(args, f"{split}_tsv")
+    source = getattr(args, f"{split}_source")
+    if tsv:
+        pairs = parallel_text.read_tsv_pairs(tsv)
+    elif source:
+        pairs = parallel_text.read_parallel_files(source, getattr(args, f"{split}_target"))
+    elif any(getattr(args, f"{s}_{k}") for s in SPLITS for k in ("tsv", "source")):
+        return None  # the user gave other splits: no silent Tatoeba mix-in
+    else:
+        pairs = tatoeba.load_tatoeba_en_de(split, clean=False)  # cleaned below, as files are
+    pairs, report = parallel_text.filter_pairs(pairs, clean=True)
+    print(f"[data] {split}: {report}")
+    if not pairs:
+        named = tsv or (source and f"{source} and {getattr(args, f'{split}_target')}")
+        named = named or "the embedded Tatoeba data"
+        raise ValueError(f"{named}: no {split} sentence pairs ({report})")
+    return pairs
+
+
+def train_vocab(settings, pairs):
+    """A vocabulary trained on the training pairs (kept in memory until the
+    run is committed)."""
+    texts = [s for s, _ in pairs] + [t for _, t in pairs]
+    source = "the training pairs"
+    if settings["vocab_type"] == "char":
+        return vocab_lib.CharVocab.build(texts, source=source)
+    return vocab_lib.SubwordVocab.train(texts, settings["vocab_size"], seed=settings["seed"],
+                                        source=source)
+
+
+def vocab_file(settings):
+    return "vocab.json" if settings["vocab_type"] == "char" else "vocab.model"
+
+
+def load_vocab(run, settings):
+    return vocab_lib.load_vocab(run.file(vocab_file(settings)))
+
+
+# ------------------------------------------------------------------- model
+
+
+def _usage(function, *args):
+    """`function(*args)`, its ValueError (a bad set or override) as a usage error."""
+    try:
+        return function(*args)
+    except ValueError as error:
+        raise _cli.UsageError(str(error)) from None
+
+
+def resolve_settings(args, run):
+    """The settings of the run: the saved ones (checked against the flags
+    given), or for a new run the flags' values and the defaults."""
+    given = dict(model=args.model, hparams_set=args.hparams_set,
+                 vocab_type=args.vocab_type, vocab_size=args.vocab_size)
+    if args.command in TRAINING_COMMANDS:
+        given["seed"] = args.seed  # only training uses it
+    default_set = DEFAULT_LSTM_HPARAMS_SET if args.model == "lstm" else DEFAULT_HPARAMS_SET
+    return run.resolve_settings(given, dict(RUN_DEFAULTS, hparams_set=default_set, model=None))
+
+
+def resolve_hparams(args, run, settings):
+    """The hparams of the run: the saved ones (`--hparams` must agree with
+    them), or for a new run the set's with `--hparams` applied."""
+    if run.holds_run:
+        saved = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
+        run.check_hparams(saved, _usage(saved.parse, args.hparams))
+        return saved
+    name = settings["hparams_set"]
+    hparams = _usage(hparams_lib.get, name)
+    if settings["model"] and hparams.model_type != settings["model"]:
+        raise _cli.UsageError(
+            f"--model {settings['model']} does not match --hparams_set {name}, a "
+            f"{hparams.model_type} set"
+        )
+    if name == DEFAULT_HPARAMS_SET:
+        hparams = hparams.parse(DEFAULT_SET_OVERRIDES)
+    return _usage(hparams.parse, args.hparams)
+
+
+def model_type(hparams):
+    # Runs saved before `model_type` existed are Transformers.
+    return getattr(hparams, "model_type", "transformer")
+
+
+def build_model(hparams, vocab, seed=None):
+    model = MODELS[model_type(hparams)].from_hparams(hparams, vocab.vocab_size, seed=seed)
+    model((np.ones((1, 4), "int32"), np.zeros((1, 4), "int32")))  # build
+    return model
+
+
+def checkpoint_dir(args):
+    return os.path.join(args.output_dir, "checkpoints")
+
+
+def checkpoints(args):
+    return checkpoints_lib.checkpoint_paths(checkpoint_dir(args))
+
+
+def resolve_run(args):
+    """The run folder, settings and hparams the command asks for; usage
+    errors (a flag that disagrees with the saved run, a bad set or
+    override) come out here, before any data is read.
+
+    Returns:
+        `(run, settings, hparams)`.
+    """
+    run = RunFolder(args.output_dir)
+    settings = resolve_settings(args, run)
+    hparams = resolve_hparams(args, run, settings)
+    settings["model"] = model_type(hparams)
+    return run, settings, hparams
+
+
+def prepare_run(args, run, settings, hparams, train_pairs):
+    """The vocabulary and built model of a training run.
+
+    A new run's files (`hparams.json`, the vocabulary, `run.json`) are
+    written only once its model has been built from them, so a command that
+    fails before that leaves no run behind.
+
+    Args:
+        args: the flags.
+        run, settings, hparams: from `resolve_run`.
+        train_pairs: the training pairs (for a new run's vocabulary), or
+            None where there are none (`train --recorded`).
+
+    Returns:
+        `(vocab, model)`.
+    """
+    if run.holds_run:
+        vocab = load_vocab(run, settings)
+        print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
+    elif train_pairs is None:
+        raise _cli.UsageError(f"no run in {args.output_dir}: run `record` first")
+    else:
+        vocab = train_vocab(settings, train_pairs)
+    print(f"[hparams] {settings['hparams_set']}: {hparams}")
+    keras.utils.set_random_seed(settings["seed"])
+    model = build_model(hparams, vocab, seed=settings["seed"])
+    if not run.holds_run:
+        run.commit(settings, {
+            HPARAMS_FILE: hparams.to_json() + "\n",
+            vocab_file(settings): vocab.save,
+        })
+        print(f"[run] new run in {args.output_dir}: {settings['vocab_type']} vocabulary "
+              f"of {vocab.vocab_size} ids")
+    return vocab, model
+
+
+def choose_weights(args, run):
+    """The weights to decode with: `--weights`, else the averaged weights if
+    they average the newest checkpoint, else the newest readable checkpoint."""
+    if args.weights:
+        return args.weights
+    try:
+        newest = checkpoints_lib.latest_checkpoint(checkpoint_dir(args))
+    except FileNotFoundError:
+        newest = None
+    averaged, note = run.averaged_weights(newest)
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
+    if averaged:
+        return averaged
+    if newest is None:
+        raise FileNotFoundError(f"No readable checkpoints in {checkpoint_dir(args)}")
+    return newest
+
+
+def load_trained(args):
+    """The run's model with its weights (`choose_weights`), vocabulary and hparams."""
+    run, settings, hparams = resolve_run(args)
+    vocab = load_vocab(run, settings)
+    model = build_model(hparams, vocab)
+    weights = choose_weights(args, run)
+    model.load_weights(weights)
+    print(f"[model] weights {weights}")
+    return model, vocab, hparams
+
+
+# ------------------------------------------------------------------ train
+
+
+class TrainingData(typing.NamedTuple):
+    """What `training_data` gives `train` and `record`."""
+
+    settings: dict
+    hparams: object
+    vocab: object
+    model: object  # built, not compiled
+    dataset: object  # tf.data training batches, repeated
+    validation: object  # tf.data dev batches, or None without dev data
+    validation_steps: object  # batches in one pass over `validation`, or None
+    train_tokens: object  # batching.TokenizedPairs the batches are made of
+    dev_tokens: object  # the same for `validation`, or None
+
+
+def training_data(args):
+    """The run (`resolve_run`, `prepare_run`) and its `tf.data` training
+    and dev batches: each corpus is read and cleaned once (`load_pairs`) and
+    tokenised once (`batching.tokenize_pairs`); the pipeline, its report of
+    pairs dropped for length and `record` all read those ids."""
+    run, settings, hparams = resolve_run(args)
+    train_pairs = load_pairs(args, "train")
+    if train_pairs is None:
+        raise _cli.UsageError("give training data: --train_tsv or --train_source/--train_target")
+    dev_pairs = load_pairs(args, "dev")
+    vocab, model = prepare_run(args, run, settings, hparams, train_pairs)
+    options = dict(
+        batch_tokens=hparams.batch_size,
+        max_length=hparams.max_length,
+        length_bucket_step=args.length_bucket_step,
+    )
+    train_tokens = batching.tokenize_pairs(train_pairs, vocab, vocab)
+    dataset, report = batching.make_tokenized_dataset(
+        train_tokens, shuffle=True, seed=settings["seed"], repeat=True, **options
+    )
+    print(f"[data] train batches: {report}")
+    dev_tokens, validation, validation_steps = None, None, None
+    if dev_pairs:
+        dev_tokens = batching.tokenize_pairs(dev_pairs, vocab, vocab)
+        validation, dev_report = batching.make_tokenized_dataset(
+            dev_tokens, shuffle=False, repeat=False, **options
+        )
+        # Counted once, so that Keras knows where an evaluation pass ends.
+        validation_steps = sum(1 for _ in validation)
+        print(f"[data] dev batches: {dev_report}; {validation_steps} batches")
+    return TrainingData(settings, hparams, vocab, model, dataset, validation, validation_steps,
+                        train_tokens, dev_tokens)
+
+
+def recording_paths(args):
+    folder = os.path.join(args.output_dir, "recorded")
+    return os.path.join(folder, "train.npz"), os.path.join(folder, "dev.npz")
+
+
+def record(args):
+    """Writes the batches `train` would read (its first `--train_steps`
+    training batches and all dev batches) to DIR/recorded/, so that
+    `train --recorded` replays them on a machine without TensorFlow."""
+    data = training_data(args)
+    train_path, dev_path = recording_paths(args)
+    os.makedirs(os.path.dirname(train_path), exist_ok=True)
+    start = time.time()
+    batches = data.dataset.take(args.train_steps).as_numpy_iterator()
+    count = _save_recording(train_path, data.train_tokens, batches)
+    print(f"[record] {count} training batches -> {train_path} ({time.time() - start:.0f} s)")
+    if data.validation is not None:
+        count = _save_recording(dev_path, data.dev_tokens, data.validation.as_numpy_iterator())
+        print(f"[record] {count} dev batches -> {dev_path}")
+    return train_path
+
+
+def _save_recording(path, tokens, batches):
+    counts = []
+    write_atomically(path, lambda partial: counts.append(
+        recorded_lib.save_recording(partial, tokens, batches)))
+    return counts[0]
+
+
+def recorded_data(args):
+    """`training_data` from the files of `record`: no TensorFlow needed."""
+    train_path, dev_path = recording_paths(args)
+    if not os.path.exists(train_path):
+        raise _cli.UsageError(
+            f"no recorded batches in {train_path}: run `record` with the same flags first"
+        )
+    run, settings, hparams = resolve_run(args)
+    vocab, model = prepare_run(args, run, settings, hparams, None)
+    batches = recorded_lib.load_recording(train_path)
+    if len(batches) < args.train_steps:
+        raise _cli.UsageError(
+            f"--train_steps={args.train_steps} but {train_path} holds {len(batches)} "
+            "batches: record at least as many"
+        )
+    validation = recorded_lib.load_recording(dev_path) if os.path.exists(dev_path) else None
+    print(f"[data] replaying {len(batches)} recorded training batches from {train_path}")
+    return hparams, vocab, model, batches, validation
+
+
+def train(args):
+    """Trains (or resumes) the run to `--train_steps` steps, then evaluates."""
+    jit = {"auto": "auto", "on": True, "off": False}[args.jit]
+    if jit is False and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # Keras turns XLA off when op determinism is on; with XLA on, the
+        # seeds (initialisation, dropout, shuffling) make CPU runs repeat.
+        tf.config.experimental.enable_op_determinism()
+    if args.recorded:
+        hparams, vocab, model, batches, validation = recorded_data(args)
+        validation_steps = None if validation is None else len(validation)
+    else:
+        data = training_data(args)
+        hparams, vocab, model = data.hparams, data.vocab, data.model
+        dataset, validation, validation_steps = (
+            data.dataset, data.validation, data.validation_steps)
+
+    schedule = WarmupRsqrtDecay(
+        hparams.learning_rate_constant,
+        hparams.learning_rate_warmup_steps,
+        hparams.hidden_size,
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            schedule,
+            beta_1=hparams.optimizer_adam_beta1,
+            beta_2=hparams.optimizer_adam_beta2,
+            epsilon=hparams.optimizer_adam_epsilon,
+        ),
+        loss=PaddedCrossEntropy(hparams.label_smoothing),
+        metrics=[PaddedAccuracy()],
+        jit_compile=jit,
+    )
+    print(f"[model] {model.count_params():,} parameters")
+    # A killed run resumes from its newest readable checkpoint (weights,
+    # optimizer state and dropout seeds, written atomically). Training is
+    # counted in optimizer steps, so that a run resumed with another
+    # --steps_per_checkpoint still ends at --train_steps.
+    epochs_done = restore_latest(model, checkpoint_dir(args))
+    done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    if epochs_done:
+        print(f"[train] resuming at step {done} ({epochs_done} checkpoints so far)")
+    # The batches of the steps done are passed over, so that a resumed run
+    # reads the data in the order of an uninterrupted one.
+    if args.recorded and keras.backend.backend() == "tensorflow":
+        dataset = batches.to_tf_dataset(start=done)
+        validation = None if validation is None else validation.to_tf_dataset()
+    elif args.recorded:
+        dataset = batches.iterate(start=done)
+    else:
+        dataset = dataset.skip(done)
+    history_path = os.path.join(args.output_dir, "history.csv")
+    start = time.time()
+    if done >= args.train_steps:
+        print(f"[train] already trained {done} steps (--train_steps {args.train_steps})")
+    else:
+        callbacks = [
+            # The metrics of every epoch, also where TensorBoard is not
+            # available. Before the checkpoint: an epoch logged but not
+            # saved when killed is trained and logged again, and
+            # `history_from_csv` keeps its last row.
+            keras.callbacks.CSVLogger(history_path, append=True),
+            EpochCheckpoints(checkpoint_dir(args), keep=args.keep_checkpoints),
+            StopAtStep(args.train_steps),
+            keras.callbacks.TerminateOnNaN(),
+        ]
+        try:
+            import tensorflow  # noqa: F401  (Keras' TensorBoard callback writes with it)
+        except ImportError:
+            print("[train] no TensorFlow: no TensorBoard logs (history.csv has the metrics)")
+        else:
+            callbacks.append(keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")))
+        model.fit(
+            dataset,
+            steps_per_epoch=args.steps_per_checkpoint,
+            epochs=epochs_done + math.ceil((args.train_steps - done) / args.steps_per_checkpoint),
+            initial_epoch=epochs_done,
+            validation_data=validation,
+            validation_steps=validation_steps,
+            shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
+            callbacks=callbacks,
+            verbose=args.verbose,
+        )
+    steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    print(f"[train] {steps} steps ({time.time() - start:.0f} s in this command)")
+    # Every epoch of the run, over all the commands that trained it.
+    write_json(os.path.join(args.output_dir, "train_summary.json"),
+               {"steps": steps, "history": _without_epoch(history_from_csv(history_path))})
+    if not args.no_eval:
+        # The model in memory holds the weights of the checkpoint just
+        # written (or restored): evaluate it as it is.
+        print(f"[model] the trained model in memory "
+              f"(= {os.path.basename(checkpoints(args)[-1])})")
+        evaluate(args, trained=(model, vocab, hparams))
+    return model
+
+
+def _without_epoch(history):
+    return {name: values for name, values in history.items() if name != "epoch"}
+
+
+# --------------------------------------------------------------- decoding
+
+
+def translate(args, trained, sentences):
+    """`translate_sentences` with the decoding flags; counts cut sources on stderr."""
+    model, vocab, hparams = trained
+    max_input_length = args.max_input_length or hparams.max_length
+    result = translate_sentences(
+        model, vocab, sentences,
+        max_length=hparams.max_length,
+        max_input_length=max_input_length,
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        extra_length=args.extra_length,
+        batch_size=args.decode_batch_size,
+    )
+    if result.truncated:
+        print(f"warning: {result.truncated} of {len(sentences)} sources were longer than "
+              f"{max_input_length - 1} tokens and were cut (--max_input_length raises "
+              "the limit)")
+    return result.translations
+
+
+def evaluate(args, trained=None):
+    """Scores the test set; `trained` is `(model, vocab, hparams)` (default:
+    the run in `--output_dir`, loaded by `load_trained`). The BLEU and chrF
+    lines are the results (stdout)."""
+    pairs = load_pairs(args, "test")
+    if not pairs:
+        raise _cli.UsageError("give test data: --test_tsv or --test_source/--test_target")
+    trained = trained or load_trained(args)
+    sources, references = group_references(pairs)
+    start = time.time()
+    hypotheses = translate(args, trained, sources)
+    seconds = time.time() - start
+    bleu = corpus_bleu(hypotheses, references)
+    chrf = corpus_chrf(hypotheses, references)
+    counts = sorted({len(r) for r in references})
+    print(f"[eval] {len(sources)} test sources ({len(pairs)} pairs, "
+          f"{counts[0]}-{counts[-1]} references each), beam {args.beam_size}, "
+          f"alpha {args.alpha}: {seconds:.0f} s")
+    for source, refs, hyp in list(zip(sources, references, hypotheses))[: args.examples]:
+        print(f"  source:    {source}\n  reference: {refs[0]}\n  output:    {hyp}")
+    write_atomically(os.path.join(args.output_dir, "test.hyp.txt"),
+                     "".join(f"{h}\n" for h in hypotheses))
+    write_json(os.path.join(args.output_dir, "test_scores.json"),
+               {"bleu": bleu.score, "bleu_signature": bleu.signature,
+                "chrf": chrf.score, "chrf_signature": chrf.signature})
+    _cli.emit(bleu)
+    _cli.emit(chrf)
+    return bleu, chrf
+
+
+def decode(args):
+    """Translates `--input_file` (or stdin) line by line: one output line
+    per input line, to `--output_file` (written whole or not at all) or
+    stdout."""
+    if args.input_file:
+        lines = parallel_text.read_lines(args.input_file)
+    else:
+        lines = [line.rstrip("\n") for line in sys.stdin]
+    trained = load_trained(args)
+    outputs = translate(args, trained, lines)
+    if args.output_file:
+        write_atomically(args.output_file, "".join(f"{o}\n" for o in outputs))
+        print(f"[decode] {len(lines)} sentences -> {args.output_file}")
+    else:
+        for output in outputs:
+            _cli.emit(output)
+    return outputs
+
+
+def average(args):
+    """Averages the weights of the last `--last` readable checkpoints."""
+    found = checkpoints_lib.checkpoint_paths(checkpoint_dir(args), readable_only=True)
+    found = found[-args.last:]
+    if not found:
+        raise FileNotFoundError(f"No readable checkpoints in {checkpoint_dir(args)}")
+    run, settings, hparams = resolve_run(args)
+    model = build_model(hparams, load_vocab(run, settings))
+    checkpoints_lib.average_checkpoints(model, found)
+    path = run.file("averaged.weights.h5")
+    write_atomically(path, model.save_weights)
+    run.save_average_list(found)  # after the weights: never a list newer than them
+    print(f"[average] {len(found)} checkpoints -> {path}: "
+          + ", ".join(os.path.basename(p) for p in found))
+    return path
+
+
+def export(args):
+    """A SavedModel mapping a batch of raw source strings to translations,
+    with a `serving_default` signature (strings in, strings out)."""
+    if keras.backend.backend() != "tensorflow":
+        raise _cli.UsageError("export needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
+    import shutil
+
+    import tensorflow as tf
+
+    model, vocab, hparams = load_trained(args)
+    translator = string_translator(
+        model, vocab, max_length=hparams.max_length, beam_size=args.beam_size, alpha=args.alpha
+    )
+    path = os.path.join(args.output_dir, "export")
+    partial = os.path.join(args.output_dir, ".partial.export")
+    shutil.rmtree(partial, ignore_errors=True)
+    tf.saved_model.save(translator, partial, signatures={
+        "serving_default": translator.serve.get_concrete_function(),
+    })
+    # Swapped in whole: a reader never sees a half-written SavedModel.
+    old = os.path.join(args.output_dir, ".old.export")
+    if os.path.exists(path):
+        os.replace(path, old)
+    os.replace(partial, path)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"[export] SavedModel -> {path}: load it after `import tensorflow_text` "
+          "(README, Exporting)")
+    return path

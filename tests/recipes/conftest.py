@@ -1,0 +1,44 @@
+"""Fixtures of the recipe tests: a tiny translation corpus and its flags."""
+
+import os
+
+import pytest
+
+from keras_structattn.data import tatoeba
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = (
+    "num_hidden_layers=1,hidden_size=32,filter_size=64,num_heads=2,"
+    "num_area_layers=1,max_area_width=2,batch_size=256,max_length=24,"
+    "learning_rate_warmup_steps=10"
+)
+
+
+def write_tsv(path, pairs):
+    with open(path, "w", encoding="utf-8") as f:
+        for source, target in pairs:
+            f.write(f"{source}\t{target}\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    train = tatoeba.load_tatoeba_en_de("train")[::40]  # 458 pairs
+    test = tatoeba.load_tatoeba_en_de("test")[:24]
+    return dict(
+        train=write_tsv(root / "train.tsv", train),
+        dev=write_tsv(root / "dev.tsv", train[:16]),
+        test=write_tsv(root / "test.tsv", test),
+        test_sources=[s for s, _ in test],
+        root=root,
+    )
+
+
+def flags(data, out, *extra):
+    return [
+        "--output_dir", str(out), "--hparams", TINY, "--vocab_type", "char",
+        "--train_tsv", data["train"], "--dev_tsv", data["dev"],
+        "--test_tsv", data["test"], "--beam_size", "2", "--extra_length", "4",
+        "--decode_batch_size", "8", "--verbose", "0", *extra,
+    ]
