@@ -160,11 +160,6 @@ def emit(text=""):
     stream.flush()
 
 
-def status(text):
-    """Writes a status line to stderr."""
-    print(text, file=sys.stderr, flush=True)
-
-
 def execute(parser, argv, run, check=None):
     """Parses `argv`, checks it and runs the command: a recipe's `main`.
 
