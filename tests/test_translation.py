@@ -74,10 +74,10 @@ def test_batches_are_length_sorted_fixed_shape_buckets():
     batch_size = 3
     translate_sentences(model, VOCAB, SENTENCES, max_length=64, beam_size=1,
                         batch_size=batch_size, extra_length=64)
-    # What the batches must be, worked out here: sources (EOS included)
-    # sorted by length, cut into groups of 3, each padded to a multiple of
-    # 8 tokens and to 3 rows.
-    lengths = sorted(len(s) + 1 for s in SENTENCES)
+    # What the batches must be, worked out here: the non-empty sources (EOS
+    # included) sorted by length, cut into groups of 3, each padded to a
+    # multiple of 8 tokens and to 3 rows. Empty sources are not decoded.
+    lengths = sorted(len(s) + 1 for s in SENTENCES if s.strip())
     groups = [lengths[i : i + batch_size] for i in range(0, len(lengths), batch_size)]
     expected = {(batch_size, -(-max(g) // 8) * 8) for g in groups}
     # One trace per distinct decode length, each of one batch shape.
@@ -105,6 +105,18 @@ def test_decode_length(extra_length, max_length):
     assert result.translations == sentences
     want = sorted(min(-(-(len(s) + 1) // 8) * 8 + extra_length, max_length) for s in sentences)
     assert sorted(model.decode_lengths) == want
+
+
+def test_empty_sentences_translate_to_empty_strings_without_decoding():
+    """`decode` keeps one output line per input line, blank lines included."""
+    model = CopyModel(VOCAB.vocab_size)
+    result = translate_sentences(model, VOCAB, ["", "hi", "   "], max_length=16, beam_size=1)
+    assert result.translations == ["", "hi", ""]
+    assert [shape[0] for shape in model.encoded_shapes] == [64]  # one batch, for "hi"
+    blank = CopyModel(VOCAB.vocab_size)
+    assert translate_sentences(blank, VOCAB, ["", " "], max_length=16) == Translations(
+        ["", ""], 0)
+    assert blank.encoded_shapes == []
 
 
 def test_empty_input_and_padded_length():
