@@ -75,11 +75,14 @@ def _has_run(seq):
     return bool(np.any(zero[:-2] & zero[1:-1] & zero[2:]))
 
 
-def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0):
+def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0, positions=False):
     """Embedding -> area self-attention -> pooled classifier.
 
-    No positional embedding: the attention layer is the only part of the
-    model that can relate neighbouring items, which is what the demo shows.
+    By default no positional embedding: the attention layer is then the only
+    part of the model that can relate neighbouring items, which is what the
+    demo shows. `positions=True` adds learned ones (the recipe's first
+    version), with which regular attention learns the task too, slowly
+    (`benchmarks/area_demo_seeds.py`).
     """
     import keras
 
@@ -87,6 +90,8 @@ def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0):
 
     tokens = keras.Input((length,), dtype="int32")
     x = keras.layers.Embedding(vocab, dim)(tokens)
+    if positions:
+        x = x + keras.layers.Embedding(length, dim)(keras.ops.arange(length))
     attended = MultiHeadAreaAttention(
         num_heads=heads,
         key_dim=dim // heads,
