@@ -10,6 +10,13 @@ Modules:
     recorded: those batches recorded once and replayed with NumPy alone.
     shapes_world: the generated vision-and-language dataset (captions,
         VQA, grounding, TextVQA) written in the real formats; NumPy only.
+    coco_captions: caption files (Karpathy's splits, COCO captions, split
+        lists) and caption id batches.
+    word_vocab: `WordVocab`, the caption word vocabulary (same reserved ids).
+    image_features: grid and region feature stores (per-image files, HDF5,
+        `.npz`) and their padded batches.
+    feature_extraction: grid features from image files with a
+        `keras.applications` backbone (local weights only).
 
 TensorFlow is imported on first use of an in-graph function, so the rest
 works on machines without it.
@@ -19,6 +26,19 @@ from keras_structattn.data import shapes_world
 from keras_structattn.data.batching import bucket_batch_sizes
 from keras_structattn.data.batching import bucket_boundaries
 from keras_structattn.data.batching import make_translation_dataset
+from keras_structattn.data.coco_captions import CaptionReport
+from keras_structattn.data.coco_captions import ImageCaptions
+from keras_structattn.data.coco_captions import caption_batch
+from keras_structattn.data.coco_captions import caption_ids
+from keras_structattn.data.coco_captions import read_coco_captions
+from keras_structattn.data.coco_captions import read_karpathy
+from keras_structattn.data.coco_captions import read_split_list
+from keras_structattn.data.feature_extraction import extract_grid_features
+from keras_structattn.data.image_features import FeatureStore
+from keras_structattn.data.image_features import grid_batch
+from keras_structattn.data.image_features import open_features
+from keras_structattn.data.image_features import region_batch
+from keras_structattn.data.image_features import select_images
 from keras_structattn.data.parallel_text import FilterReport
 from keras_structattn.data.parallel_text import clean_text
 from keras_structattn.data.parallel_text import filter_pairs
@@ -32,6 +52,7 @@ from keras_structattn.data.tatoeba import split_of
 from keras_structattn.data.vocab import CharVocab
 from keras_structattn.data.vocab import SubwordVocab
 from keras_structattn.data.vocab import load_vocab
+from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.tokens import EOS_ID
 from keras_structattn.tokens import PAD_ID
 from keras_structattn.tokens import UNK_ID
