@@ -40,8 +40,10 @@ from keras_structattn.tokens import PAD_ID
 class Seq2Seq(keras.Model):
     """Base of the encoder-decoder models (see the module docstring).
 
-    A subclass sets `model_type` (the hparam naming its family) and
-    `training_hparams` (its changes to the recipe's training defaults),
+    A subclass sets `model_type` (the hparam naming its family),
+    `training_hparams` (its changes to the recipe's training defaults) and,
+    if its source is not token ids, `embeds_source = False` (then there is
+    no `source_embedding`),
     calls `super().__init__` then `_keep_config(locals())` in its
     constructor, and implements `encode`, `decode`, `initial_cache` and
     `decode_step`.
@@ -52,7 +54,9 @@ class Seq2Seq(keras.Model):
         hidden_size: the embedding width.
         shared_embedding_and_softmax_weights: one matrix for source and
             target embeddings and the output projection (joint vocabulary);
-            otherwise three separate ones.
+            otherwise three separate ones (without a source embedding,
+            `embeds_source = False`: one matrix for the target embedding and
+            the output projection, or two).
         seed: int seed of the model's initializers and dropouts.
         **kwargs: `keras.Model` arguments.
 
@@ -67,6 +71,10 @@ class Seq2Seq(keras.Model):
 
     model_type = None
     training_hparams = {}
+    # False for models whose source is not token ids (the captioners): no
+    # `source_embedding` is made (it is None), and sharing ties the target
+    # embedding to the softmax only.
+    embeds_source = True
 
     def __init__(
         self,
@@ -86,9 +94,13 @@ class Seq2Seq(keras.Model):
         self.hidden_size = hidden_size
         self.seed = seed
         self._seed_count = 0
-        self.source_embedding = self._embedding("source_embedding")
+        self.source_embedding = None
+        if self.embeds_source:
+            self.source_embedding = self._embedding("source_embedding")
         if shared_embedding_and_softmax_weights:
             self.target_embedding = self.source_embedding
+            if self.target_embedding is None:
+                self.target_embedding = self._embedding("target_embedding")
             self.output_projection = None
         else:
             self.target_embedding = self._embedding("target_embedding")
@@ -154,7 +166,8 @@ class Seq2Seq(keras.Model):
     # ---------------------------------------------------------- embeddings
 
     def _build_embeddings(self, source_shape=(None, None), target_shape=(None, None)):
-        self.source_embedding.build(source_shape)
+        if self.source_embedding is not None:
+            self.source_embedding.build(source_shape)
         if self.target_embedding is not self.source_embedding:
             self.target_embedding.build(target_shape)
         if self.output_projection is not None:

@@ -157,9 +157,14 @@ class TransformerDecoderBlock(_Block):
         encoder_outputs: `[B, S, hidden_size]`.
         encoder_padding_mask: optional bool `[B, S]`.
         training: whether dropout is active.
+        return_encdec_scores: also return the encoder-decoder attention
+            weights (to draw what the decoder attended).
 
     Returns:
-        `[B, T, hidden_size]`.
+        `[B, T, hidden_size]`; with `return_encdec_scores`, the tuple of it
+        and the float32 encoder-decoder attention weights
+        `[B, num_heads, T, S]` (over areas, `[B, num_heads, T, num_areas]`,
+        for area attention: `encdec_attention.area_coordinates()`).
     """
 
     def __init__(
@@ -189,7 +194,14 @@ class TransformerDecoderBlock(_Block):
         self.encdec_attention.build(input_shape, encoder_shape)
         self._build_feed_forward(input_shape)
 
-    def call(self, x, encoder_outputs, encoder_padding_mask=None, training=None):
+    def call(
+        self,
+        x,
+        encoder_outputs,
+        encoder_padding_mask=None,
+        training=None,
+        return_encdec_scores=False,
+    ):
         residual = self.self_attention_residual
         y = residual.sublayer_input(x)
         y = self.self_attention(y, y, use_causal_mask=True, training=training)
@@ -199,10 +211,14 @@ class TransformerDecoderBlock(_Block):
             residual.sublayer_input(x),
             encoder_outputs,
             attention_mask=_key_mask(encoder_padding_mask),
+            return_attention_scores=return_encdec_scores,
             training=training,
         )
+        if return_encdec_scores:
+            y, scores = y
         x = residual(x, y, training=training)
-        return self._apply_feed_forward(x, training)
+        x = self._apply_feed_forward(x, training)
+        return (x, scores) if return_encdec_scores else x
 
     # ------------------------------------------------------ incremental decoding
 

@@ -1,0 +1,533 @@
+"""A Transformer image captioner with 2-D area attention.
+
+The image-captioning model of Li et al., "Area Attention", ICML 2019
+(arXiv:1810.10126, section 4.3), after the benchmark of Sharma et al., 2018
+(ACL, "Conceptual Captions"): the image comes as an `H x W` grid of CNN
+embeddings (8x8 Inception-ResNet cells in the paper), a Transformer encoder
+encodes the grid, flattened row-major, and a Transformer decoder writes the
+caption. Area attention over rectangles of up to `max_area_height x
+max_area_width` cells (Eq. 3 mean keys and Eq. 4 summed values by default,
+the learned keys of Eq. 9 with `area_key_mode`; docs/area_attention.md) is
+used in the first `num_area_layers` layers of the encoder self-attention
+and of the caption-to-image (encoder-decoder) attention, as in the paper's
+Table 5; the caption's self-attention stays regular unless
+`area_attention_kinds` names `decoder_self` (1-D spans of the caption).
+
+Two image inputs (`encoder_input`):
+
+* `"grid"`: float `[B, H, W, C]` features, projected to `hidden_size`
+  (a Dense), plus a 2-D position signal (`grid_positions`): learned row
+  and column embeddings added, or float32 sinusoids of the row in the
+  first half of the channels and of the column in the second
+  (`keras_structattn.ops.positions.timing_signal`).
+* `"regions"`: bottom-up region features (Anderson et al., 2018,
+  arXiv:1707.07998), a dict `{"features": [B, R, C], "boxes": [B, R, 4],
+  "mask": [B, R] bool}` with normalised `(x1, y1, x2, y2)` boxes. As M4C
+  embeds objects (Hu et al., 2020, arXiv:1911.06258, section 3.1):
+  `LN(W f) + LN(W_b g)`, here with the box geometry
+  `g = (x1, y1, x2, y2, w, h, w * h)`; padding regions (mask False) are
+  masked out of every attention. Regions have no grid, so no area
+  attention.
+
+Then dropout (tensor2tensor's `layer_prepostprocess_dropout`, after the
+positions as on the Transformer's inputs), the pre-norm encoder blocks and
+a final layer norm. The decoder is the translation Transformer's
+(`models/transformer.py`): target embedding scaled by `sqrt(hidden_size)`
+plus the timing signal, pre-norm decoder blocks, final layer norm and the
+softmax (shared with the target embedding by default); token ids follow
+`keras_structattn.tokens` (0 pads and starts the caption, 1 is EOS).
+
+Hyper-parameter sets (`keras_structattn.hparams`): `captioner_tiny`,
+`captioner_small` and `captioner_base` (the paper's 6+6 layers x 512, 8
+heads), each with `_area2x2` and `_area3x3` variants (area attention in
+the first 2 layers, encoder self and encoder-decoder attention).
+"""
+
+import keras
+from keras import ops
+
+from keras_structattn import hparams as hparams_lib
+from keras_structattn.layers.area_attention import KEY_MODES
+from keras_structattn.layers.area_attention import MultiHeadAreaAttention
+from keras_structattn.layers.blocks import check_sizes
+from keras_structattn.layers.transformer import TransformerDecoderBlock
+from keras_structattn.layers.transformer import TransformerEncoderBlock
+from keras_structattn.ops import _checks
+from keras_structattn.ops import areas
+from keras_structattn.ops.attend_areas import VALUE_MODES
+from keras_structattn.ops.positions import timing_signal
+from models.seq2seq import Seq2Seq
+from models.transformer import Transformer
+from models.transformer import area_kinds
+
+ENCODER_INPUTS = ("grid", "regions")
+GRID_POSITIONS = ("learned", "sinusoid")
+REGION_KEYS = ("features", "boxes", "mask")
+# (x1, y1, x2, y2, w, h, w * h) of a normalised box.
+BOX_GEOMETRY_SIZE = 7
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class TransformerCaptioner(Seq2Seq):
+    """Transformer image captioner with optional 2-D area attention.
+
+    See the module docstring. The defaults are the paper's model (6 encoder
+    and 6 decoder layers, hidden 512, 8 heads, an 8x8 grid); each default is
+    an hparam of the sets (`Seq2Seq.hparam_defaults`). Its training values
+    (`training_hparams`) differ from translation's: `batch_size` counts
+    *images* per batch (one caption each), not tokens; `max_length` is the
+    longest caption in tokens (EOS included); the learning rate
+    (`constant * warmup * rsqrt decay * rsqrt(hidden_size)`) warms up over
+    1,000 steps to a peak of about 1.4e-3 (hidden 512) or 2.8e-3 (hidden
+    128), for data sets far smaller than WMT.
+
+    Args:
+        vocab_size: size of the caption vocabulary.
+        hidden_size, filter_size, num_hidden_layers, num_heads: sizes (the
+            encoder and the decoder each have `num_hidden_layers` layers).
+        layer_prepostprocess_dropout, attention_dropout, relu_dropout:
+            tensor2tensor's three dropouts.
+        shared_embedding_and_softmax_weights: one matrix for the caption
+            embedding and the output projection.
+        encoder_input: `"grid"` (float `[B, H, W, C]`) or `"regions"` (a
+            dict of `features`, `boxes`, `mask`).
+        grid_height, grid_width: the grid's `H` and `W` (static; another
+            grid size is an error).
+        grid_positions: `"learned"` (row and column embeddings) or
+            `"sinusoid"` (float32 sinusoids, half the channels each).
+        num_area_layers: the first layers that use area attention (0 for
+            none; must be 0 with regions).
+        area_attention_kinds: comma-separated subset of `encoder_self`,
+            `encdec` (2-D areas of the grid) and `decoder_self` (1-D spans
+            of the caption).
+        max_area_width, max_area_height: the largest areas, in cells.
+        area_key_mode: `"mean"` (Eq. 3), `"max"`, `"sample"` or a learned
+            mode of Eq. 9 (`"concat"`, `"max_concat"`, `"sum"`,
+            `"sample_concat"`, `"sample_sum"`); see
+            `MultiHeadAreaAttention`.
+        area_value_mode: `"sum"` (Eq. 4), `"mean"` or `"max"`.
+        seed: int seed of the initializers and dropouts.
+        **kwargs: `keras.Model` arguments.
+
+    Call arguments:
+        inputs: a tuple `(features, decoder_inputs)`: the image features
+            (above) and the int `[B, T]` caption shifted right with 0.
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `[B, T, vocab_size]`.
+    """
+
+    model_type = "captioner"
+    embeds_source = False
+    # Peak learning rate constant / sqrt(warmup * hidden_size); batches of
+    # images (see the class docstring).
+    training_hparams = dict(
+        learning_rate_constant=1.0,
+        learning_rate_warmup_steps=1000,
+        batch_size=64,
+        max_length=32,
+    )
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size=512,
+        filter_size=2048,
+        num_hidden_layers=6,
+        num_heads=8,
+        layer_prepostprocess_dropout=0.1,
+        attention_dropout=0.1,
+        relu_dropout=0.1,
+        shared_embedding_and_softmax_weights=True,
+        encoder_input="grid",
+        grid_height=8,
+        grid_width=8,
+        grid_positions="learned",
+        num_area_layers=0,
+        area_attention_kinds="encoder_self,encdec",
+        max_area_width=1,
+        max_area_height=1,
+        area_key_mode="mean",
+        area_value_mode="sum",
+        seed=None,
+        **kwargs,
+    ):
+        check_sizes(
+            hidden_size,
+            num_heads,
+            filter_size,
+            layer_prepostprocess_dropout=layer_prepostprocess_dropout,
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+        )
+        _checks.positive_int("num_hidden_layers", num_hidden_layers)
+        _checks.one_of("encoder_input", encoder_input, ENCODER_INPUTS)
+        _checks.positive_int("grid_height", grid_height)
+        _checks.positive_int("grid_width", grid_width)
+        _checks.one_of("grid_positions", grid_positions, GRID_POSITIONS)
+        _checks.positive_int("max_area_width", max_area_width)
+        _checks.positive_int("max_area_height", max_area_height)
+        _checks.one_of("area_key_mode", area_key_mode, KEY_MODES)
+        _checks.one_of("area_value_mode", area_value_mode, VALUE_MODES)
+        if not 0 <= num_area_layers <= num_hidden_layers:
+            raise ValueError(
+                f"Argument `num_area_layers` must be in [0, {num_hidden_layers}]"
+                f" (num_hidden_layers). Received: {num_area_layers!r}"
+            )
+        if encoder_input == "regions" and num_area_layers:
+            raise ValueError(
+                "Area attention needs a grid: encoder_input='regions' has no grid "
+                "(regions are a set, not rows and columns), so `num_area_layers` must "
+                f"be 0. Received: num_area_layers={num_area_layers!r}"
+            )
+        kinds = area_kinds(area_attention_kinds)
+        super().__init__(
+            vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
+        )
+        self._keep_config(locals())
+        self.num_hidden_layers = num_hidden_layers
+        self.encoder_input = encoder_input
+        self.grid_height = grid_height
+        self.grid_width = grid_width
+        self.grid_positions = grid_positions
+        self.num_area_layers = num_area_layers
+
+        grid_area = dict(
+            max_area_width=max_area_width,
+            max_area_height=max_area_height,
+            memory_height=grid_height,
+            area_key_mode=area_key_mode,
+            area_value_mode=area_value_mode,
+        )
+        # The caption is 1-D: spans of up to `max_area_width` tokens.
+        caption_area = dict(grid_area, max_area_height=1, memory_height=1)
+
+        def area_for(kind, layer, area):
+            return area if layer < num_area_layers and kind in kinds else None
+
+        def dropout(name):
+            return keras.layers.Dropout(
+                layer_prepostprocess_dropout, seed=self._next_seed(), name=name
+            )
+
+        # The same names as the Transformer's: its decoding methods run on
+        # these attributes (below).
+        self.input_dropout = dropout("encoder_input_dropout")
+        self.target_dropout = dropout("decoder_input_dropout")
+        block_args = dict(
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+            layer_dropout=layer_prepostprocess_dropout,
+        )
+        self.encoder_blocks = [
+            TransformerEncoderBlock(
+                hidden_size, filter_size, num_heads,
+                area=area_for("encoder_self", i, grid_area), seed=self._next_seed(),
+                name=f"encoder_{i}", **block_args,
+            )
+            for i in range(num_hidden_layers)
+        ]
+        self.decoder_blocks = [
+            TransformerDecoderBlock(
+                hidden_size, filter_size, num_heads,
+                self_area=area_for("decoder_self", i, caption_area),
+                encdec_area=area_for("encdec", i, grid_area),
+                seed=self._next_seed(),
+                name=f"decoder_{i}", **block_args,
+            )
+            for i in range(num_hidden_layers)
+        ]
+        self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
+        self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
+
+        self.feature_projection = keras.layers.Dense(
+            hidden_size, kernel_initializer=self._glorot(), name="feature_projection"
+        )
+        self.row_embedding = self.column_embedding = None
+        self.box_projection = self.feature_norm = self.box_norm = None
+        if encoder_input == "grid" and grid_positions == "learned":
+            self.row_embedding = self._position_embedding(grid_height, "row_embedding")
+            self.column_embedding = self._position_embedding(grid_width, "column_embedding")
+        if encoder_input == "regions":
+            self.box_projection = keras.layers.Dense(
+                hidden_size, kernel_initializer=self._glorot(), name="box_projection"
+            )
+            self.feature_norm = keras.layers.LayerNormalization(
+                epsilon=1e-6, name="feature_norm"
+            )
+            self.box_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="box_norm")
+
+    def _glorot(self):
+        return keras.initializers.GlorotUniform(seed=self._next_seed())
+
+    def _position_embedding(self, size, name):
+        # Normal with stddev hidden_size ** -0.5, as tensor2tensor's learned
+        # positional embeddings.
+        initializer = keras.initializers.RandomNormal(
+            stddev=self.hidden_size**-0.5, seed=self._next_seed()
+        )
+        return keras.layers.Embedding(
+            size, self.hidden_size, embeddings_initializer=initializer, name=name
+        )
+
+    # The caption decoder is the translation Transformer's: one implementation
+    # of the teacher-forced pass and of cached decoding, run on this model's
+    # `target_embedding`, `target_dropout`, `decoder_blocks` and
+    # `decoder_norm`.
+    _embed_at = Transformer._embed_at
+    decode = Transformer.decode
+    initial_cache = Transformer.initial_cache
+    decode_step = Transformer.decode_step
+
+    # ---------------------------------------------------------------- build
+
+    @property
+    def memory_length(self):
+        """Encoder positions of a grid, `H * W` (None for regions)."""
+        if self.encoder_input == "grid":
+            return self.grid_height * self.grid_width
+        return None
+
+    def _check_grid_shape(self, shape):
+        if isinstance(shape, dict):
+            raise ValueError(
+                "encoder_input='grid' takes float features [batch, grid_height, "
+                f"grid_width, channels], not a dict (keys {sorted(shape)}); "
+                "regions need encoder_input='regions'."
+            )
+        shape = tuple(shape)
+        expected = (self.grid_height, self.grid_width)
+        if len(shape) != 4 or shape[1:3] != expected:
+            raise ValueError(
+                "encoder_input='grid' takes float features [batch, grid_height, "
+                f"grid_width, channels] with (grid_height, grid_width) = {expected} "
+                f"(static). Received features of shape {shape}; set the grid_height "
+                "and grid_width hparams to the grid of the features."
+            )
+
+    def _region_shapes(self, features):
+        """The shapes of a regions dict (of tensors or of shapes), checked."""
+        if not isinstance(features, dict) or set(features) != set(REGION_KEYS):
+            keys = sorted(features) if isinstance(features, dict) else type(features).__name__
+            raise ValueError(
+                "encoder_input='regions' takes a dict with the keys "
+                f"{list(REGION_KEYS)} (features [B, R, C], boxes [B, R, 4], mask "
+                f"[B, R]). Received: {keys}"
+            )
+        shapes = {
+            key: tuple(value.shape) if hasattr(value, "shape") else tuple(value)
+            for key, value in features.items()
+        }
+        ranks = tuple(len(shapes[key]) for key in REGION_KEYS)
+        if ranks != (3, 3, 2) or shapes["boxes"][-1] not in (4, None):
+            raise ValueError(
+                "encoder_input='regions' takes features [B, R, C], boxes [B, R, 4] "
+                f"and mask [B, R]. Received shapes {shapes}"
+            )
+        return shapes
+
+    def build(self, input_shape=None):
+        feature_shape, target_shape = None, (None, None)
+        if input_shape is not None and len(input_shape) == 2:
+            feature_shape, target_shape = input_shape
+        target_shape = tuple(target_shape)
+        batch, length = None, self.memory_length
+        if feature_shape is not None and self.encoder_input == "grid":
+            self._check_grid_shape(feature_shape)
+            batch = feature_shape[0]
+            self.feature_projection.build(tuple(feature_shape))
+        elif feature_shape is not None:
+            feature_shape = self._region_shapes(feature_shape)["features"]
+            batch, length = feature_shape[0], feature_shape[1]
+            self.feature_projection.build(feature_shape)
+        if self.encoder_input == "grid" and self.row_embedding is not None:
+            self.row_embedding.build((self.grid_height,))
+            self.column_embedding.build((self.grid_width,))
+        hidden = (batch, length, self.hidden_size)
+        if self.encoder_input == "regions":
+            self.box_projection.build((None, BOX_GEOMETRY_SIZE))
+            self.feature_norm.build(hidden)
+            self.box_norm.build(hidden)
+        target_hidden = (target_shape[0], target_shape[1], self.hidden_size)
+        self._build_embeddings(target_shape=target_shape)
+        for block in self.encoder_blocks:
+            block.build(hidden)
+        for block in self.decoder_blocks:
+            block.build(target_hidden, hidden)
+        self.encoder_norm.build(hidden)
+        self.decoder_norm.build(target_hidden)
+        self.built = True
+
+    # -------------------------------------------------------------- encoder
+
+    def _grid_positions(self):
+        """float32 `[H, W, hidden_size]` position signal of the grid cells."""
+        rows = ops.arange(self.grid_height)
+        columns = ops.arange(self.grid_width)
+        if self.grid_positions == "learned":
+            row = ops.cast(self.row_embedding(rows), "float32")
+            column = ops.cast(self.column_embedding(columns), "float32")
+            return row[:, None, :] + column[None, :, :]
+        half = self.hidden_size // 2
+        row = timing_signal(rows, half)
+        column = timing_signal(columns, self.hidden_size - half)
+        grid = (self.grid_height, self.grid_width)
+        return ops.concatenate(
+            [
+                ops.broadcast_to(row[:, None, :], grid + (half,)),
+                ops.broadcast_to(column[None, :, :], grid + (self.hidden_size - half,)),
+            ],
+            axis=-1,
+        )
+
+    def _embed_grid(self, features):
+        """`(x [B, H * W, hidden], mask all True [B, H * W])` of a grid."""
+        if isinstance(features, dict):
+            self._check_grid_shape(features)
+        features = ops.convert_to_tensor(features)
+        self._check_grid_shape(features.shape)
+        x = self.feature_projection(ops.cast(features, self.compute_dtype))
+        x = x + ops.cast(self._grid_positions(), x.dtype)
+        x = ops.reshape(x, (-1, self.memory_length, self.hidden_size))
+        mask = ops.ones((ops.shape(x)[0], self.memory_length), "bool")
+        return x, mask
+
+    def _embed_regions(self, features):
+        """`(x [B, R, hidden], mask [B, R])` of region features: M4C's
+        `LN(W f) + LN(W_b g)`, zero for padding regions."""
+        self._region_shapes(features)
+        mask = ops.cast(features["mask"], "bool")
+        boxes = ops.cast(features["boxes"], "float32")
+        x1, y1, x2, y2 = (boxes[..., i] for i in range(4))
+        width, height = x2 - x1, y2 - y1
+        geometry = ops.stack([x1, y1, x2, y2, width, height, width * height], axis=-1)
+        dtype = self.compute_dtype
+        x = self.feature_norm(self.feature_projection(ops.cast(features["features"], dtype)))
+        x = x + self.box_norm(self.box_projection(ops.cast(geometry, dtype)))
+        # Padding regions are masked out of every attention; zeroing them
+        # also keeps whatever fills them (even NaN) out of the sums.
+        x = ops.where(mask[..., None], x, ops.zeros_like(x))
+        return x, mask
+
+    def encode(self, features, training=False):
+        """Encodes the image.
+
+        Args:
+            features: a grid `[B, H, W, C]` or a dict of regions (see the
+                class docstring).
+            training: whether dropout is active.
+
+        Returns:
+            `(encoder_outputs [B, L, hidden_size], mask bool [B, L])`, with
+            `L = H * W` (row-major; the mask all True) for a grid and
+            `L = R` for regions.
+        """
+        if not self.built:
+            # `generate` or `encdec_attention` on a fresh model: build it as
+            # a first call would (the blocks cannot build themselves).
+            shapes = keras.tree.map_structure(lambda t: tuple(t.shape), features)
+            self.build((shapes, (None, None)))
+        if self.encoder_input == "grid":
+            x, mask = self._embed_grid(features)
+        else:
+            x, mask = self._embed_regions(features)
+        x = self.input_dropout(x, training=training)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=mask, training=training)
+        return self.encoder_norm(x), mask
+
+    # ------------------------------------------------------- visualisation
+
+    def _check_layer(self, layer):
+        if isinstance(layer, bool) or not isinstance(layer, int) or not (
+            0 <= layer < self.num_hidden_layers
+        ):
+            raise ValueError(
+                f"Argument `layer` must be a decoder layer in [0, {self.num_hidden_layers})"
+                f" (num_hidden_layers). Received: layer={layer!r}"
+            )
+
+    def encdec_attention(self, features, decoder_inputs, layer=0):
+        """What a decoder layer's caption-to-image attention attends.
+
+        A teacher-forced pass (no dropout) up to decoder layer `layer`.
+
+        Args:
+            features: the image features, as for `encode`.
+            decoder_inputs: int `[B, T]`, the caption shifted right with 0.
+            layer: the decoder layer, in `[0, num_hidden_layers)`.
+
+        Returns:
+            float32 `[B, num_heads, T, num_areas]`: each query's weights
+            over the areas (in the order of `area_coordinates(layer)`) for
+            an area layer, over the grid cells (row-major) or the regions
+            for a regular one. Each row sums to 1 (0 for an image with
+            every region masked).
+        """
+        self._check_layer(layer)
+        encoded, mask = self.encode(features, training=False)
+        decoder_inputs = ops.cast(decoder_inputs, "int32")
+        positions = ops.arange(ops.shape(decoder_inputs)[1])
+        x = self._embed_at(self.target_embedding, decoder_inputs, positions)
+        for block in self.decoder_blocks[:layer]:
+            x = block(x, encoded, encoder_padding_mask=mask, training=False)
+        _, scores = self.decoder_blocks[layer](
+            x, encoded, encoder_padding_mask=mask, training=False, return_encdec_scores=True
+        )
+        return ops.cast(scores, "float32")
+
+    def area_coordinates(self, layer=0):
+        """The grid rectangles of `encdec_attention(..., layer)`'s areas.
+
+        Args:
+            layer: the decoder layer, in `[0, num_hidden_layers)`.
+
+        Returns:
+            An int32 NumPy array `[num_areas, 4]` of `(row, col, height,
+            width)` in cells: the layer's areas (`MultiHeadAreaAttention.
+            area_coordinates`), or one 1x1 area per cell, row-major, for a
+            regular layer.
+
+        Raises:
+            ValueError: for `encoder_input="regions"` (regions have no grid:
+                the weights are per region, in the input's order).
+        """
+        self._check_layer(layer)
+        if self.encoder_input != "grid":
+            raise ValueError(
+                "area_coordinates() needs a grid; with encoder_input='regions' the "
+                "weights of encdec_attention() are per region, in the order of the "
+                "input boxes."
+            )
+        attention = self.decoder_blocks[layer].encdec_attention
+        if isinstance(attention, MultiHeadAreaAttention):
+            return attention.area_coordinates(self.memory_length)
+        return areas.area_coordinates(self.memory_length, self.grid_height)
+
+
+# ----------------------------------------------------------------- hparams
+
+
+def _sets():
+    """Each set's changes to the constructor's defaults (`captioner_base`)."""
+    sizes = {
+        "tiny": dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4),
+        "small": dict(num_hidden_layers=3, hidden_size=256, filter_size=1024, num_heads=4),
+        "base": dict(),
+    }
+    for size, values in sizes.items():
+        yield f"captioner_{size}", values
+        for side in (2, 3):
+            area = dict(num_area_layers=2, max_area_width=side, max_area_height=side)
+            yield f"captioner_{size}_area{side}x{side}", dict(values, **area)
+
+
+def _register_sets():
+    for name, values in _sets():
+        hparams_lib.register(name)(
+            lambda values=values: TransformerCaptioner.default_hparams(**values)
+        )
+
+
+_register_sets()
