@@ -2,14 +2,17 @@
 
 The model provides the tensor2tensor/KerasHub-shaped decoding protocol:
 
-* `encode(source_ids) -> (encoder_outputs, encoder_mask)`,
+* `encode(source_ids) -> (encoder_outputs, encoder_mask)`, the mask
+  batch-leading (`[B, S]`; the batch size is read from it, so the source
+  may be token ids, float features or a dict of them),
 * `initial_cache(encoder_outputs, encoder_mask, max_decode_length) -> cache`
   (a dict of batch-leading tensors: fixed-shape buffers, so XLA compiles one
   program per input shape),
 * `decode_step(ids [B, 1], cache, index) -> (logits [B, V], cache)`,
 * `vocab_size`.
 
-`models.transformer.Transformer` and the LSTM seq2seq models implement it.
+`models.transformer.Transformer`, the LSTM seq2seq models and the
+captioner (`models.captioner.TransformerCaptioner`) implement it.
 """
 
 import keras
@@ -30,11 +33,13 @@ def generate(
     eos_id=EOS_ID,
     return_all_beams=False,
 ):
-    """Decodes a batch of source sequences.
+    """Decodes a batch of sources.
 
     Args:
         model: a model with the decoding protocol of this module.
-        source_ids: int `[B, S]`, 0-padded.
+        source_ids: what `model.encode` takes: int `[B, S]`, 0-padded, for
+            the translation models; image features (a float grid or a dict
+            of region tensors) for the captioner.
         max_decode_length: the most target tokens (EOS included).
         beam_size: 1 for greedy search.
         alpha: GNMT length-penalty exponent (beam search).
@@ -49,7 +54,7 @@ def generate(
     """
     encoder_outputs, encoder_mask = model.encode(source_ids, training=False)
     cache = model.initial_cache(encoder_outputs, encoder_mask, max_decode_length)
-    start = ops.zeros((ops.shape(source_ids)[0],), "int32")
+    start = ops.zeros((ops.shape(encoder_mask)[0],), "int32")
 
     def step_fn(ids, cache, index):
         return model.decode_step(ids, cache, index)
@@ -81,9 +86,9 @@ def compiled_generate(model, **options):
             `return_all_beams`), fixed for the compiled function.
 
     Returns:
-        A function of `source_ids` returning what `generate` returns (one
-        compiled program per input shape: feed batches padded to a few
-        fixed lengths).
+        A function of `source_ids` (as in `generate`) returning what
+        `generate` returns (one compiled program per input shape: feed
+        batches padded to a few fixed lengths).
     """
 
     def run(source_ids):
