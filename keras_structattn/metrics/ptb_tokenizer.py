@@ -121,7 +121,7 @@ SWORD = "[A-Za-z\\u00ad]*[A-MO-Za-mo-z]\\u00ad*"
 SREDAUX = _ci("n") + APOSETCETERA + _ci("t")
 _THING_PART = f"(?:[dDoOlL]{APOSETCETERA}{LETTER_OR_DIGIT})?{LETTER_OR_DIGIT}+"
 THING = f"{_THING_PART}(?:{HYPHEN}{_THING_PART})*"
-THINGA = f"[A-Z]+(?:(?:[+&]|{SPAMP})[A-Z]+)+"
+THINGA = f"[A-Z]+(?:(?:{SPAMP}|[+&])[A-Z]+)+"
 THING3 = "[A-Za-z0-9]+(?:-[A-Za-z]+){0,2}(?:\\\\?/[A-Za-z0-9]+(?:-[A-Za-z]+){0,2}){1,2}"
 NUM = f"(?:{DIGIT}*(?:[.:,\\u00ad\\u066b\\u066c]{DIGIT}+)+|{DIGIT}+)"
 NUMBER = f"[-+]?{NUM}"
@@ -255,13 +255,14 @@ _CURRENCY = {"\u00a2": "cents", "\u00a3": "#", "\x80": "$", "\u00a4": "$", "\u20
 
 
 def _latex_quotes(text, probably_left):
-    """LaTeX-style quotes: ` and `` open, ' and '' close."""
+    """LaTeX-style quotes: ` and `` open, ' and '' close. (The entities are
+    case sensitive here, unlike in the scanner: `&APOS;s` stays as it is.)"""
     if probably_left:
-        text = re.sub("&" + _ci("apos") + ";|'", "`", text)
-        text = re.sub("\"|&" + _ci("quot") + ";", "``", text)
+        text = re.sub("&apos;|'", "`", text)
+        text = re.sub("\"|&quot;", "``", text)
     else:
-        text = re.sub("&" + _ci("apos") + ";|'", "'", text)
-        text = re.sub("\"|&" + _ci("quot") + ";", "''", text)
+        text = re.sub("&apos;|'", "'", text)
+        text = re.sub("\"|&quot;", "''", text)
     text = re.sub("[\x91\u2018\u201b\u2039]", "`", text)
     text = re.sub("[\x92\u2019\u203a]", "'", text)
     text = re.sub("[\x93\u201c\u00ab]", "``", text)

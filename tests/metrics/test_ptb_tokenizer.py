@@ -130,6 +130,7 @@ EDGE = [
     "http://www.google.com/x?a=1. www.cnn.com. foo.com bar.org/baz. x@y.com @user #tag c++ f#",
     "<a href=\"x\">link</a> <b> <br /> <!-- c --> <a b=c> :) :-( ;D ^_^ (^_^) =) 8)",
     "AT&T Q&A at&t S&P-500 &amp; &quot;q&quot; &apos;s &mdash; &nbsp; &#39; &eacute;",
+    "AT&AMP;T &APOS;s &QUOT;q&QUOT; &Apos;s &LT;b&GT; &MDASH;",
     "cannot gonna gotta lemme gimme wanna 'tis 'twas \u2019twas dunno",
     "",
     "   ",
