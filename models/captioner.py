@@ -75,7 +75,8 @@ class TransformerCaptioner(Seq2Seq):
     and 6 decoder layers, hidden 512, 8 heads, an 8x8 grid); each default is
     an hparam of the sets (`Seq2Seq.hparam_defaults`). Its training values
     (`training_hparams`) differ from translation's: `batch_size` counts
-    *images* per batch (one caption each), not tokens; `max_length` is the
+    *images* per batch (each with its captions: `decoder_inputs` may be
+    `[B, K, T]`, K captions per image), not tokens; `max_length` is the
     longest caption in tokens (EOS included); the learning rate
     (`constant * warmup * rsqrt decay * rsqrt(hidden_size)`) warms up over
     1,000 steps to a peak of about 1.4e-3 (hidden 512) or 2.8e-3 (hidden
@@ -111,11 +112,13 @@ class TransformerCaptioner(Seq2Seq):
 
     Call arguments:
         inputs: a tuple `(features, decoder_inputs)`: the image features
-            (above) and the int `[B, T]` caption shifted right with 0.
+            (above) and the int `[B, T]` caption shifted right with 0, or
+            `[B, K, T]`: K captions of each image (static K), each image
+            encoded once for its K captions.
         training: whether dropout is active.
 
     Returns:
-        float32 logits `[B, T, vocab_size]`.
+        float32 logits `[B, T, vocab_size]` (`[B, K, T, vocab_size]`).
     """
 
     model_type = "captioner"
@@ -125,7 +128,7 @@ class TransformerCaptioner(Seq2Seq):
     training_hparams = dict(
         learning_rate_constant=1.0,
         learning_rate_warmup_steps=1000,
-        batch_size=64,
+        batch_size=16,
         max_length=32,
     )
 
@@ -327,11 +330,31 @@ class TransformerCaptioner(Seq2Seq):
             )
         return shapes
 
+    def call(self, inputs, training=None):
+        features, decoder_inputs = inputs
+        encoded, mask = self.encode(features, training=training)
+        if len(decoder_inputs.shape) != 3:
+            return self.decode(decoder_inputs, encoded, mask, training=training)
+        # [B, K, T]: K captions of each image, decoded against one encoding
+        # of it (self-critical.pytorch's `seq_per_img`): the encoder, the
+        # costly part over an 8x8 grid, runs once per image, not per caption.
+        k = decoder_inputs.shape[1]
+        if k is None:
+            raise ValueError("Captions [B, K, T] need a static K (captions per image).")
+        length = ops.shape(decoder_inputs)[2]
+        logits = self.decode(
+            ops.reshape(decoder_inputs, (-1, length)),
+            ops.repeat(encoded, k, axis=0), ops.repeat(mask, k, axis=0), training=training,
+        )
+        return ops.reshape(logits, (-1, k, length, self.vocab_size))
+
     def build(self, input_shape=None):
         feature_shape, target_shape = None, (None, None)
         if input_shape is not None and len(input_shape) == 2:
             feature_shape, target_shape = input_shape
         target_shape = tuple(target_shape)
+        if len(target_shape) == 3:  # [B, K, T]: K captions per image
+            target_shape = (None, target_shape[2])
         batch, length = None, self.memory_length
         if feature_shape is not None and self.encoder_input == "grid":
             self._check_grid_shape(feature_shape)

@@ -101,6 +101,14 @@ def non_negative_float(text):
     return value
 
 
+def positive_float(text):
+    """A finite float > 0."""
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
 def unit_interval(text):
     """A float in [0, 1]."""
     value = non_negative_float(text)
@@ -118,6 +126,24 @@ def input_file(text):
     if not os.access(text, os.R_OK):
         raise argparse.ArgumentTypeError(f"{text} is not readable")
     return text
+
+
+def input_folder(text):
+    """A path to an existing, readable folder."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"no such folder: {text}")
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    if not os.access(text, os.R_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not readable")
+    return text
+
+
+def input_file_or_folder(text):
+    """A path to an existing, readable file or folder."""
+    if os.path.isdir(text):
+        return input_folder(text)
+    return input_file(text)
 
 
 def output_file(text):

@@ -198,8 +198,9 @@ def history_from_csv(path):
             wrote.
 
     Returns:
-        `{"epoch": [...], metric: [...]}`, epochs in order; `{}` if the
-        file does not exist.
+        `{"epoch": [...], metric: [...]}`, epochs in order (None where an
+        epoch lacks the metric; metrics no epoch has are left out); `{}` if
+        the file does not exist.
     """
     if not os.path.exists(path):
         return {}
@@ -210,5 +211,9 @@ def history_from_csv(path):
     history = {}
     for epoch in sorted(rows):
         for name, text in rows[epoch].items():
-            history.setdefault(name, []).append(int(text) if name == "epoch" else float(text))
-    return history
+            # CSVLogger writes "NA" for a metric an epoch lacks (the val_
+            # columns it adds when a fit has no validation data).
+            value = int(text) if name == "epoch" else None if text == "NA" else float(text)
+            history.setdefault(name, []).append(value)
+    return {name: values for name, values in history.items()
+            if any(v is not None for v in values)}

@@ -91,16 +91,41 @@ def compiled_generate(model, **options):
         batches padded to a few fixed lengths).
     """
 
-    def run(source_ids):
-        return generate(model, source_ids, **options)
+    return compile_function(lambda source_ids: generate(model, source_ids, **options),
+                            getattr(model, "variables", ()))
 
+
+def compile_function(fn, variables=()):
+    """`fn` compiled with XLA for the current backend, reading `variables` live.
+
+    TensorFlow's `tf.function` reads variables when it runs. `jax.jit` would
+    instead bake the values a closure sees at tracing into the program, so
+    on JAX the variables' current values are passed in at every call and
+    bound with a `keras.StatelessScope`: a function compiled once keeps
+    seeing the weights as training changes them (self-critical training
+    samples from the model it is updating).
+
+    Args:
+        fn: a function of tensors (nested structures allowed).
+        variables: the Keras variables `fn` reads (e.g. `model.variables`).
+
+    Returns:
+        The compiled function, called like `fn` (other backends: `fn`).
+    """
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(run, jit_compile=True, reduce_retracing=False)
+        return tf.function(fn, jit_compile=True, reduce_retracing=False)
     if backend == "jax":
         import jax
 
-        return jax.jit(run)
-    return run
+        variables = list(variables)
+
+        def pure(values, *args):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return fn(*args)
+
+        compiled = jax.jit(pure)
+        return lambda *args: compiled([v.value for v in variables], *args)
+    return fn

@@ -1,0 +1,214 @@
+"""Image captioning: a Transformer captioner with 2-D area attention, scored with CIDEr-D.
+
+    python -m recipes.caption                  # = train (cross-entropy, then SCST), evaluate
+    python -m recipes.caption train    [flags]
+    python -m recipes.caption evaluate [flags]  # BLEU-1..4, ROUGE-L, CIDEr-D (+ METEOR/SPICE)
+    python -m recipes.caption decode   --features F [--output_file results.json]
+    python -m recipes.caption score    --annotations captions.json --results results.json
+    python -m recipes.caption visualize [--num_images 8]  # attended areas per word, PNG
+    python -m recipes.caption extract  --images DIR --features_out DIR --backbone_weights W
+
+With no data flags it generates Shapes world (keras_structattn.data.shapes_world:
+deterministic scenes of shapes with checked captions, cached under
+DIR/shapes_world) and trains `captioner_tiny_area2x2` (area attention of up
+to 2x2 grid cells in the first 2 layers of the encoder self-attention and
+of the caption-to-image attention; Li et al., 2019, arXiv:1810.10126,
+Sec. 4.3) on its 8x8 grid features: label-smoothed cross-entropy, then
+self-critical training with a CIDEr-D reward (Rennie et al., 2017,
+arXiv:1612.00563), then beam search over the test images, scored next to
+the "describe the biggest shape" baseline.
+
+Real COCO: --karpathy_json dataset_coco.json (Karpathy's splits), or
+--captions_train/--captions_val/--captions_test captions_*.json (each
+with an optional --split_* list of image ids or file names), and
+--features: a folder of per-image .npy/.npz grid features ([H, W, C]),
+region features ([N, C] + [N, 4] boxes, with --feature_kind regions), or
+one HDF5 file. `extract` writes grid features with a keras.applications
+backbone from a local weights file (nothing is downloaded).
+
+Everything lives in --output_dir: the settings (run.json), hparams, the
+vocabulary, checkpoints of both training phases (written atomically: a
+killed `train` resumes from its last checkpoint when run again), history
+CSVs and TensorBoard logs. Results go to stdout, everything else to
+stderr; errors are one line (--debug for the traceback), exit status 2 for
+a bad command line, 1 for a failure.
+"""
+
+import os
+
+from recipes import _cli
+
+DEFAULT_OUTPUT_DIR = os.path.join("runs", "caption_shapes_world")
+DEFAULT_HPARAMS_SET = "captioner_tiny_area2x2"
+COMMANDS = ("train", "evaluate", "decode", "score", "visualize", "extract")
+# Commands that need a trained run in --output_dir.
+RUN_COMMANDS = ("evaluate", "decode", "visualize")
+SPLITS = ("train", "val", "test")
+BACKBONES = ("InceptionResNetV2", "ResNet50", "EfficientNetB0", "MobileNetV2")
+# The settings that define a run (saved in run.json, checked on resume).
+RUN_DEFAULTS = dict(
+    hparams_set=DEFAULT_HPARAMS_SET, seed=1, min_word_count=5, max_caption_length=16,
+    feature_kind="grid",
+)
+
+
+def build_parser():
+    """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
+    parser = _cli.ArgumentParser(
+        prog="python -m recipes.caption",
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("\n", 1)[1],
+    )
+    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
+    run = parser.add_argument_group(
+        "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
+    )
+    run.add_argument("--hparams_set", default=None,
+                     help=f"default {DEFAULT_HPARAMS_SET}; captioner_{{tiny,small,base}}"
+                     "[_area2x2|_area3x3]")
+    run.add_argument("--hparams", default="",
+                     help='comma-separated overrides, e.g. "area_key_mode=concat"')
+    run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
+    run.add_argument("--min_word_count", type=_cli.positive_int, default=None,
+                     help="words seen fewer times in the training captions are UNK "
+                     f"(default {RUN_DEFAULTS['min_word_count']})")
+    run.add_argument("--max_caption_length", type=_cli.positive_int, default=None,
+                     help="training captions are cut to this many words "
+                     f"(default {RUN_DEFAULTS['max_caption_length']})")
+    run.add_argument("--feature_kind", choices=("grid", "regions"), default=None,
+                     help="grid features [H, W, C] (default) or regions with boxes")
+
+    data = parser.add_argument_group("data (default: generated Shapes world)")
+    data.add_argument("--karpathy_json", type=_cli.input_file,
+                      help="Karpathy's dataset_coco.json (splits and tokenised captions)")
+    for split in SPLITS:
+        data.add_argument(f"--captions_{split}", type=_cli.input_file,
+                          help=f"COCO captions_*.json of the {split} images" if split == "train"
+                          else None)
+        data.add_argument(f"--split_{split}", type=_cli.input_file,
+                          help="image ids or file names, one per line" if split == "train"
+                          else None)
+    data.add_argument("--features", type=_cli.input_file_or_folder,
+                      help="the features of every split: a folder of .npy/.npz, or .h5")
+    for split in SPLITS:
+        data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
+                          help="the features of one split (default --features)"
+                          if split == "train" else None)
+    data.add_argument("--skip_missing", action="store_true",
+                      help="skip (and count) images without features or captions "
+                      "instead of stopping at the first")
+    data.add_argument("--world_train", type=_cli.positive_int, default=2000,
+                      help="Shapes world: training images")
+    data.add_argument("--world_val", type=_cli.positive_int, default=200)
+    data.add_argument("--world_test", type=_cli.positive_int, default=500)
+    data.add_argument("--world_seed", type=int, default=None,
+                      help="Shapes world: the generator's seed (default: the run's --seed)")
+
+    train = parser.add_argument_group("training (may change when a run resumes)")
+    train.add_argument("--train_steps", type=_cli.positive_int, default=1000,
+                       help="cross-entropy steps (optimizer steps)")
+    train.add_argument("--batch_size", type=_cli.positive_int, default=None,
+                       help="images per cross-entropy batch, 5 captions each (default: "
+                       "the hparams' batch_size)")
+    train.add_argument("--scst_steps", type=_cli.non_negative_int, default=300,
+                       help="self-critical steps after the cross-entropy ones (0: none)")
+    train.add_argument("--scst_images", type=_cli.positive_int, default=16,
+                       help="images per self-critical batch")
+    train.add_argument("--scst_samples", type=_cli.positive_int, default=5,
+                       help="captions sampled per image")
+    train.add_argument("--scst_baseline", choices=("mean", "greedy"), default="mean",
+                       help="reward baseline: the mean of the image's other samples, "
+                       "or its greedy caption")
+    train.add_argument("--scst_learning_rate", type=_cli.positive_float, default=5e-5)
+    train.add_argument("--steps_per_checkpoint", type=_cli.positive_int, default=250)
+    train.add_argument("--keep_checkpoints", type=_cli.positive_int, default=3)
+    train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
+                       help="jit_compile for fit (auto: Keras' choice)")
+    train.add_argument("--no_eval", action="store_true", help="train only")
+    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                       help="1 = progress bars (on stderr)")
+
+    dec = parser.add_argument_group("decoding and scoring")
+    dec.add_argument("--split", choices=SPLITS, default="test",
+                     help="evaluate / visualize: the split")
+    dec.add_argument("--beam_size", type=_cli.positive_int, default=3)
+    dec.add_argument("--alpha", type=_cli.non_negative_float, default=0.0,
+                     help="length penalty exponent (0: plain log-probability)")
+    dec.add_argument("--decode_batch_size", type=_cli.positive_int, default=50)
+    dec.add_argument("--weights", type=_cli.input_file,
+                     help="weights to decode with (default: the newest checkpoint)")
+    dec.add_argument("--output_file", type=_cli.output_file,
+                     help="decode: COCO results JSON (default: stdout, one "
+                     "`image_id<TAB>caption` line per image)")
+    dec.add_argument("--examples", type=_cli.non_negative_int, default=5,
+                     help="evaluate: captions to show (on stderr)")
+    dec.add_argument("--annotations", type=_cli.input_file,
+                     help="score: COCO captions_*.json (the references)")
+    dec.add_argument("--results", type=_cli.input_file,
+                     help="score: COCO results JSON [{image_id, caption}]")
+    dec.add_argument("--output", type=_cli.output_file,
+                     help="score: also write corpus and per-image scores as JSON")
+    dec.add_argument("--num_images", type=_cli.positive_int, default=8,
+                     help="visualize: images to draw")
+    dec.add_argument("--layer", type=_cli.non_negative_int, default=0,
+                     help="visualize: the decoder layer whose caption-to-image attention "
+                     "is drawn")
+
+    ext = parser.add_argument_group("extract")
+    ext.add_argument("--images", type=_cli.input_folder,
+                     help="extract / decode: a folder of images")
+    ext.add_argument("--features_out", type=_cli.output_folder,
+                     help="extract: where to write <image>.npy grid features")
+    ext.add_argument("--backbone", choices=BACKBONES, default="InceptionResNetV2")
+    ext.add_argument("--backbone_weights", type=_cli.input_file,
+                     help="the backbone's weights, a local file (nothing is downloaded)")
+    ext.add_argument("--image_size", type=_cli.positive_int, default=299)
+    return parser
+
+
+def data_flags_given(args):
+    """True when the command names real data (not the Shapes world default)."""
+    return bool(args.karpathy_json or any(getattr(args, f"captions_{s}") for s in SPLITS))
+
+
+def check_args(args):
+    """Checks of flags that go together; raises `_cli.UsageError`."""
+    if args.karpathy_json and any(getattr(args, f"captions_{s}") for s in SPLITS):
+        raise _cli.UsageError("give either --karpathy_json or --captions_* files, not both")
+    for split in SPLITS:
+        if getattr(args, f"split_{split}") and not getattr(args, f"captions_{split}"):
+            raise _cli.UsageError(f"--split_{split} needs --captions_{split}")
+    features_given = args.features or any(getattr(args, f"{s}_features") for s in SPLITS)
+    if data_flags_given(args) and not features_given and args.command != "score":
+        raise _cli.UsageError("real captions need their features: give --features")
+    if args.command == "score" and not (args.annotations and args.results):
+        raise _cli.UsageError("score needs --annotations and --results")
+    if args.command == "extract":
+        missing = [f"--{n}" for n in ("images", "features_out", "backbone_weights")
+                   if not getattr(args, n)]
+        if missing:
+            raise _cli.UsageError(f"extract needs {', '.join(missing)}")
+    if args.command == "decode" and not (args.features or args.images):
+        raise _cli.UsageError("decode needs --features (a feature file or folder) or "
+                              "--images (a folder, with --backbone_weights)")
+    if args.command == "decode" and args.images and not args.backbone_weights:
+        raise _cli.UsageError("decode --images needs --backbone_weights to extract features")
+    if args.command in RUN_COMMANDS:
+        from recipes._run import RunFolder
+
+        RunFolder(args.output_dir).require_run(args.command)
+
+
+def main(argv=None):
+    """Runs the recipe: `python -m recipes.caption [command] [flags]`.
+
+    Returns:
+        What the command returns (used by tests).
+    """
+    def run(args):
+        from recipes.caption import commands
+
+        return commands.run(args)
+
+    return _cli.execute(build_parser(), argv, run, check=check_args)

@@ -1,0 +1,735 @@
+"""The commands of the captioning recipe (flags: `recipes.caption`).
+
+Each command is `command(args)` with the parsed flags; `run(args)` picks
+it. Status goes to stderr (`print`, which `recipes._cli.execute` points
+there), results to stdout (`_cli.emit`).
+"""
+
+import json
+import math
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
+from keras_structattn import hparams as hparams_lib  # noqa: E402
+from keras_structattn import self_critical  # noqa: E402
+from keras_structattn.callbacks import EpochCheckpoints  # noqa: E402
+from keras_structattn.callbacks import StopAtStep  # noqa: E402
+from keras_structattn.callbacks import restore_latest  # noqa: E402
+from keras_structattn.data import coco_captions  # noqa: E402
+from keras_structattn.data import image_features  # noqa: E402
+from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
+from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
+from keras_structattn.losses import PaddedAccuracy  # noqa: E402
+from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
+from keras_structattn.metrics import CaptionScores  # noqa: E402
+from keras_structattn.metrics import CiderD  # noqa: E402
+from keras_structattn.metrics import evaluate_captions  # noqa: E402
+from keras_structattn.metrics import ptb_tokenize  # noqa: E402
+from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
+from models.captioner import TransformerCaptioner  # noqa: E402
+from recipes import _cli  # noqa: E402
+from recipes._run import RunFolder  # noqa: E402
+from recipes._run import history_from_csv  # noqa: E402
+from recipes._run import write_atomically  # noqa: E402
+from recipes._run import write_json  # noqa: E402
+from recipes.caption import RUN_DEFAULTS  # noqa: E402
+from recipes.caption import SPLITS  # noqa: E402
+from recipes.caption import data_flags_given  # noqa: E402
+from recipes.caption import world as world_lib  # noqa: E402
+
+HPARAMS_FILE = "hparams.json"
+# Applied to the default set only: its 1,000 warm-up steps are for COCO-sized
+# runs; the embedded default trains about as many steps in all.
+DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=200"
+VOCAB_FILE = "vocab.json"
+XE_DIR, SCST_DIR = "checkpoints", "scst_checkpoints"
+# The metrics printed, in pycocoevalcap's names and order.
+METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE")
+
+
+def run(args):
+    """Runs `args.command`; returns what it returns."""
+    return {
+        "train": train,
+        "evaluate": evaluate,
+        "decode": decode,
+        "score": score,
+        "visualize": visualize,
+        "extract": extract,
+    }[args.command](args)
+
+
+# -------------------------------------------------------------------- data
+
+
+class Split:
+    """One split: its caption records and feature store."""
+
+    def __init__(self, name, records, store):
+        self.name = name
+        self.records = records
+        self.store = store
+        self.image_ids = [r.image_id for r in records]
+
+    def annotations(self):
+        """The split's references in the COCO captions format."""
+        return {
+            "images": [{"id": r.image_id, "file_name": r.file_name} for r in self.records],
+            "annotations": [
+                {"id": k, "image_id": r.image_id, "caption": c}
+                for k, (r, c) in enumerate((r, c) for r in self.records for c in r.captions)
+            ],
+        }
+
+
+def _captions(args, folder):
+    """`{split: records or None}` from the flags, or the Shapes world files."""
+    skip = "skip" if args.skip_missing else "error"
+    if args.karpathy_json:
+        splits = coco_captions.read_karpathy(args.karpathy_json, images_without_captions=skip)
+        print(f"[data] {splits.report.describe()}")
+        return {s: splits.get(s) for s in SPLITS}
+    out = {}
+    for split in SPLITS:
+        path = getattr(args, f"captions_{split}", None)
+        if folder is not None:
+            path = world_lib.captions_path(folder, split)
+        if not path:
+            out[split] = None
+            continue
+        split_list = getattr(args, f"split_{split}", None) if folder is None else None
+        split_ids = coco_captions.read_split_list(split_list) if split_list else None
+        records = coco_captions.read_coco_captions(
+            path, split_ids=split_ids, tokenize=ptb_tokenize, images_without_captions=skip
+        )
+        print(f"[data] {split}: {records.report.describe()}")
+        out[split] = records
+    return out
+
+
+def _feature_path(args, folder, split):
+    if folder is not None:
+        return world_lib.features_path(folder, split)
+    return getattr(args, f"{split}_features", None) or args.features
+
+
+def load_splits(args, settings, needed):
+    """The splits in `needed` that the data has, with their feature stores.
+
+    Shapes world is generated (or reused from DIR/shapes_world) when no
+    data flag is given. Images without features are an error naming the
+    image and the store, or skipped and counted with --skip_missing.
+
+    Returns:
+        `{split: Split}` (a split the data does not have is left out).
+    """
+    folder = None
+    if not data_flags_given(args):
+        folder = world_lib.ensure_world(args)
+    records = _captions(args, folder)
+    splits = {}
+    for name in needed:
+        if not records.get(name):
+            continue
+        path = _feature_path(args, folder, name)
+        file_names = {r.image_id: r.file_name for r in records[name]}
+        store = image_features.open_features(
+            path, settings["feature_kind"], file_names=file_names
+        )
+        kept, skipped = image_features.select_images(
+            store, records[name], missing="skip" if args.skip_missing else "error"
+        )
+        if skipped:
+            print(f"[data] {name}: {skipped} images without features in {path} skipped")
+        splits[name] = Split(name, kept, store)
+    return splits
+
+
+def feature_batch(store, image_ids, kind):
+    """The encoder input of `image_ids`: a grid `[B, H, W, C]` or a regions dict."""
+    if kind == "grid":
+        return image_features.grid_batch(store, image_ids)
+    features, boxes, mask = image_features.region_batch(store, image_ids)
+    return {"features": features, "boxes": boxes, "mask": mask}
+
+
+# ------------------------------------------------------------------- model
+
+
+def _usage(function, *args):
+    """`function(*args)`, its ValueError (a bad set or override) as a usage error."""
+    try:
+        return function(*args)
+    except ValueError as error:
+        raise _cli.UsageError(str(error)) from None
+
+
+def resolve_run(args):
+    """The run folder, its settings and hparams; usage errors come out here,
+    before any data is read.
+
+    Returns:
+        `(run, settings, hparams)`; `hparams` is None for a new run (it
+        depends on the data's grid, see `new_hparams`).
+    """
+    run = RunFolder(args.output_dir)
+    given = dict(hparams_set=args.hparams_set, min_word_count=args.min_word_count,
+                 max_caption_length=args.max_caption_length, feature_kind=args.feature_kind)
+    if args.command == "train":
+        given["seed"] = args.seed
+    settings = run.resolve_settings(given, RUN_DEFAULTS)
+    if run.holds_run:
+        saved = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
+        run.check_hparams(saved, _usage(saved.parse, args.hparams))
+        return run, settings, saved
+    hparams = _usage(hparams_lib.get, settings["hparams_set"])
+    if hparams.model_type != TransformerCaptioner.model_type:
+        raise _cli.UsageError(
+            f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set; "
+            "captioning takes a captioner_* set"
+        )
+    _usage(hparams.parse, args.hparams)  # checked now, applied in new_hparams
+    return run, settings, None
+
+
+def new_hparams(args, settings, feature_shape):
+    """A new run's hparams: the set's, fitted to the data's grid and the
+    feature kind, then `--hparams`."""
+    hparams = hparams_lib.get(settings["hparams_set"])
+    if settings["hparams_set"] == RUN_DEFAULTS["hparams_set"]:
+        hparams = hparams.parse(DEFAULT_SET_OVERRIDES)
+    fitted = f"encoder_input={settings['feature_kind']}"
+    if settings["feature_kind"] == "grid":
+        fitted += f",grid_height={feature_shape[0]},grid_width={feature_shape[1]}"
+    return _usage(hparams.parse(fitted).parse, args.hparams)
+
+
+def build_model(hparams, vocab_size, feature_shape, seed=None):
+    """The captioner of `hparams`, built on a batch of zeros."""
+    model = TransformerCaptioner.from_hparams(hparams, vocab_size, seed=seed)
+    if hparams.encoder_input == "grid":
+        features = np.zeros((1, *feature_shape), "float32")
+    else:
+        regions, dim = 2, feature_shape[-1]
+        features = {"features": np.zeros((1, regions, dim), "float32"),
+                    "boxes": np.zeros((1, regions, 4), "float32"),
+                    "mask": np.ones((1, regions), bool)}
+    model((features, np.zeros((1, 2), "int32")))
+    return model
+
+
+def feature_shape_of(store):
+    """The per-image feature shape a model is built for: `[H, W, C]` or `[C]`."""
+    if store.kind == "grid":
+        return list(store.grid_shape) + [int(store.feature_dim)]
+    return [int(store.feature_dim)]
+
+
+def prepare_run(args, run, settings, hparams, train_split):
+    """The vocabulary, hparams and built model of a training run; a new
+    run's files are committed once its model has been built."""
+    if run.holds_run:
+        vocab = WordVocab.load(run.file(VOCAB_FILE))
+        print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
+    else:
+        if train_split.store.kind != settings["feature_kind"]:
+            raise _cli.UsageError(f"--feature_kind {settings['feature_kind']} but the "
+                                  f"training features are {train_split.store.kind}")
+        settings["feature_shape"] = feature_shape_of(train_split.store)
+        hparams = new_hparams(args, settings, settings["feature_shape"])
+        tokens = [t for r in train_split.records for t in r.tokens]
+        vocab = _usage(lambda: WordVocab.build(tokens, min_count=settings["min_word_count"]))
+    print(f"[hparams] {settings['hparams_set']}: {hparams}")
+    keras.utils.set_random_seed(settings["seed"])
+    model = build_model(hparams, vocab.vocab_size, settings["feature_shape"], settings["seed"])
+    if not run.holds_run:
+        run.commit(settings, {HPARAMS_FILE: hparams.to_json() + "\n", VOCAB_FILE: vocab.save})
+        print(f"[run] new run in {args.output_dir}: {vocab.vocab_size} word ids "
+              f"(words seen >= {settings['min_word_count']} times)")
+    return vocab, hparams, model
+
+
+def load_trained(args):
+    """The run's model with the weights to decode with, its vocabulary,
+    settings and hparams."""
+    run, settings, hparams = resolve_run(args)
+    vocab = WordVocab.load(run.file(VOCAB_FILE))
+    model = build_model(hparams, vocab.vocab_size, settings["feature_shape"])
+    weights = args.weights or newest_weights(args)
+    model.load_weights(weights)
+    print(f"[model] weights {weights}")
+    return model, vocab, settings, hparams
+
+
+def newest_weights(args):
+    """The newest readable checkpoint: self-critical if any, else cross-entropy."""
+    for folder in (SCST_DIR, XE_DIR):
+        try:
+            return checkpoints_lib.latest_checkpoint(os.path.join(args.output_dir, folder))
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(f"No readable checkpoints in {args.output_dir}/{XE_DIR}")
+
+
+# ------------------------------------------------------------ training data
+
+
+CAPTIONS_PER_IMAGE = 5
+
+
+def image_captions(record, count=CAPTIONS_PER_IMAGE):
+    """`count` token lists of an image: its first `count` captions, cycled
+    when it has fewer (COCO images have 5 to 7)."""
+    return [record.tokens[k % len(record.tokens)] for k in range(count)]
+
+
+def xe_batches(split, vocab, settings, images, seed, start=0):
+    """Cross-entropy batches `((features, captions), targets)`, forever.
+
+    A batch holds `images` images with `CAPTIONS_PER_IMAGE` captions each
+    (`captions`, `targets`: `[images, 5, T]`): the captioner encodes each
+    image once for its five captions (as self-critical.pytorch's
+    `seq_per_img`), which makes a step about five times cheaper than one
+    image per caption. Step `s` reads batch `s % per_pass` of pass
+    `s // per_pass`, each pass a permutation of the images drawn from
+    `(seed, pass)`: a run resumed at step `start` reads what an
+    uninterrupted one would.
+    """
+    count = len(split.records)
+    per_pass = max(1, count // images)
+    step = start
+    order, order_pass = None, None
+    while True:
+        epoch, offset = divmod(step, per_pass)
+        if epoch != order_pass:
+            order = np.random.default_rng([seed, epoch]).permutation(count)
+            order_pass = epoch
+        chosen = [split.records[j] for j in order[offset * images:(offset + 1) * images]]
+        yield batch_of(split, chosen, vocab, settings)
+        step += 1
+
+
+def batch_of(split, records, vocab, settings):
+    """`((features, captions [B, 5, T]), targets [B, 5, T])` of `records`."""
+    tokens = [t for r in records for t in image_captions(r)]
+    decoder_inputs, targets = coco_captions.caption_batch(
+        tokens, vocab, settings["max_caption_length"])
+    shape = (len(records), CAPTIONS_PER_IMAGE, -1)
+    features = feature_batch(split.store, [r.image_id for r in records],
+                             settings["feature_kind"])
+    return (features, decoder_inputs.reshape(shape)), targets.reshape(shape)
+
+
+class ValidationBatches(keras.utils.PyDataset):
+    """The validation images (up to `max_images`), in order."""
+
+    def __init__(self, split, vocab, settings, images, max_images=200):
+        super().__init__()
+        self.split, self.vocab, self.settings = split, vocab, settings
+        self.records = split.records[:max_images]
+        self.images = images
+
+    def __len__(self):
+        return math.ceil(len(self.records) / self.images)
+
+    def __getitem__(self, index):
+        chosen = self.records[index * self.images:(index + 1) * self.images]
+        return batch_of(self.split, chosen, self.vocab, self.settings)
+
+
+def _callbacks(args, history_name, checkpoint_folder, logs_name):
+    callbacks = [
+        keras.callbacks.CSVLogger(os.path.join(args.output_dir, history_name), append=True),
+        EpochCheckpoints(os.path.join(args.output_dir, checkpoint_folder),
+                         keep=args.keep_checkpoints),
+    ]
+    try:
+        import tensorflow  # noqa: F401  (Keras' TensorBoard callback writes with it)
+    except ImportError:
+        print("[train] no TensorFlow: no TensorBoard logs (the history CSVs have the metrics)")
+    else:
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(args.output_dir, logs_name)))
+    return callbacks
+
+
+def steps_done(model):
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+# ------------------------------------------------------------------ train
+
+
+def train(args):
+    """Cross-entropy training to --train_steps, self-critical training to
+    --scst_steps, then the evaluation; each phase resumes from its newest
+    checkpoint."""
+    run, settings, hparams = resolve_run(args)
+    needed = ("train", "val") if args.no_eval else ("train", "val", args.split)
+    splits = load_splits(args, settings, needed)
+    if "train" not in splits:
+        raise _cli.UsageError("give training captions: --karpathy_json or --captions_train")
+    vocab, hparams, model = prepare_run(args, run, settings, hparams, splits["train"])
+    jit = {"auto": "auto", "on": True, "off": False}[args.jit]
+    if jit is False and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # As in the translation recipe: without XLA, TF's ops repeat only
+        # with op determinism on (a resumed run then equals a straight one).
+        tf.config.experimental.enable_op_determinism()
+    batch_size = args.batch_size or hparams.batch_size
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            WarmupRsqrtDecay(hparams.learning_rate_constant,
+                             hparams.learning_rate_warmup_steps, hparams.hidden_size),
+            beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
+            epsilon=hparams.optimizer_adam_epsilon,
+        ),
+        loss=PaddedCrossEntropy(hparams.label_smoothing),
+        metrics=[PaddedAccuracy()],
+        jit_compile=jit,
+    )
+    print(f"[model] {model.count_params():,} parameters")
+    scst_folder = os.path.join(args.output_dir, SCST_DIR)
+    start = time.time()
+    trained = (model, vocab, settings, hparams)
+    before = None
+    if checkpoints_lib.checkpoint_paths(scst_folder, readable_only=True):
+        print("[train] cross-entropy phase done (self-critical checkpoints found)")
+    else:
+        train_cross_entropy(args, settings, splits, vocab, model, batch_size)
+        if args.scst_steps and not args.no_eval:
+            # The cross-entropy model's scores, for the comparison with SCST.
+            print("[eval] the cross-entropy model, before self-critical training:")
+            before, _ = caption_split(args, trained, splits, save=False)
+            write_json(run.file(f"{args.split}_scores_cross_entropy.json"),
+                       {"scores": before.scores, "not_computed": before.not_computed})
+    if args.scst_steps:
+        train_self_critical(args, settings, splits, vocab, model, jit)
+    if before is None and os.path.exists(run.file(f"{args.split}_scores_cross_entropy.json")):
+        saved = _read_json(run.file(f"{args.split}_scores_cross_entropy.json"))
+        before = CaptionScores(saved["scores"], {}, saved["not_computed"], [])
+    print(f"[train] done ({time.time() - start:.0f} s in this command)")
+    write_json(run.file("train_summary.json"), {
+        name: {k: v for k, v in history_from_csv(run.file(name)).items() if k != "epoch"}
+        for name in ("history.csv", "scst_history.csv") if os.path.exists(run.file(name))
+    })
+    if not args.no_eval:
+        print("[model] the trained model in memory")
+        evaluate(args, trained=trained, splits=splits, before=before if args.scst_steps else None)
+    return model
+
+
+def train_cross_entropy(args, settings, splits, vocab, model, batch_size):
+    """Label-smoothed cross-entropy with `model.fit`, resumable."""
+    epochs_done = restore_latest(model, os.path.join(args.output_dir, XE_DIR))
+    done = steps_done(model)
+    if done >= args.train_steps:
+        print(f"[train] cross-entropy: already {done} steps (--train_steps {args.train_steps})")
+        return
+    if epochs_done:
+        print(f"[train] resuming cross-entropy at step {done}")
+    print(f"[train] cross-entropy: {len(splits['train'].records)} images, batches of "
+          f"{batch_size} images x {CAPTIONS_PER_IMAGE} captions")
+    validation = None
+    if "val" in splits:
+        validation = ValidationBatches(splits["val"], vocab, settings, batch_size)
+    model.fit(
+        xe_batches(splits["train"], vocab, settings, batch_size, settings["seed"], start=done),
+        steps_per_epoch=args.steps_per_checkpoint,
+        epochs=epochs_done + math.ceil((args.train_steps - done) / args.steps_per_checkpoint),
+        initial_epoch=epochs_done,
+        validation_data=validation,
+        shuffle=False,  # xe_batches shuffles (seeded, resumable) itself
+        callbacks=[*_callbacks(args, "history.csv", XE_DIR, "logs/xe"),
+                   StopAtStep(args.train_steps), keras.callbacks.TerminateOnNaN()],
+        verbose=args.verbose,
+    )
+
+
+def train_self_critical(args, settings, splits, vocab, model, jit):
+    """Self-critical sequence training (`keras_structattn.self_critical`):
+    a fresh Adam at --scst_learning_rate, CIDEr-D rewards with document
+    frequencies from the training references, resumable."""
+    train_split = splits["train"]
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.scst_learning_rate),
+        loss=PaddedCrossEntropy(0.0),
+        jit_compile=jit,
+    )
+    # Without self-critical checkpoints the model holds the newest
+    # cross-entropy weights (`train_cross_entropy` trained or restored them).
+    epochs_done = restore_latest(model, os.path.join(args.output_dir, SCST_DIR))
+    done = steps_done(model)
+    if done >= args.scst_steps:
+        print(f"[train] self-critical: already {done} steps (--scst_steps {args.scst_steps})")
+        return
+    cider = CiderD({r.image_id: r.tokens for r in train_split.records})
+    length = settings["max_caption_length"] + 1
+    samples, images = args.scst_samples, args.scst_images
+    if args.scst_baseline == "mean" and samples < 2:
+        raise _cli.UsageError("--scst_baseline mean needs --scst_samples >= 2")
+    draw = self_critical.sampler(model, samples)
+    greedy = (compiled_generate(model, max_decode_length=length, beam_size=1)
+              if args.scst_baseline == "greedy" else None)
+    print(f"[train] self-critical from step {done}: {images} images x {samples} samples, "
+          f"{args.scst_baseline} baseline, CIDEr-D reward")
+    spc = args.steps_per_checkpoint
+    epochs = epochs_done + math.ceil((args.scst_steps - done) / spc)
+    callbacks = keras.callbacks.CallbackList(
+        _callbacks(args, "scst_history.csv", SCST_DIR, "logs/scst")
+        + [StopAtStep(args.scst_steps), keras.callbacks.TerminateOnNaN()],
+        add_history=True, add_progbar=args.verbose != 0, model=model,
+        epochs=epochs, steps=spc, verbose=args.verbose,
+    )
+    model.stop_training = False
+    callbacks.on_train_begin()
+    step = done
+    for epoch in range(epochs_done, epochs):
+        callbacks.on_epoch_begin(epoch)
+        totals = {}
+        for batch in range(spc):
+            callbacks.on_train_batch_begin(batch)
+            logs = self_critical_step(model, train_split, settings, vocab, cider, draw, greedy,
+                                      args, step)
+            step += 1
+            for name, value in logs.items():
+                totals[name] = totals.get(name, 0.0) + value
+            callbacks.on_train_batch_end(batch, logs)
+            if model.stop_training:
+                break
+        epoch_logs = {name: value / (batch + 1) for name, value in totals.items()}
+        callbacks.on_epoch_end(epoch, epoch_logs)
+        if model.stop_training:
+            break
+    callbacks.on_train_end()
+
+
+def self_critical_step(model, split, settings, vocab, cider, draw, greedy, args, step):
+    """One step: sample, reward on the host, one compiled gradient step."""
+    count = len(split.records)
+    rng = np.random.default_rng([settings["seed"], 1_000_003, step])
+    chosen = rng.choice(count, size=min(args.scst_images, count), replace=False)
+    image_ids = [split.records[i].image_id for i in chosen]
+    features = feature_batch(split.store, image_ids, settings["feature_kind"])
+    samples = args.scst_samples
+    length = settings["max_caption_length"] + 1
+    uniforms = self_critical.draw_uniforms(settings["seed"], step, len(chosen) * samples, length)
+    ids = keras.ops.convert_to_numpy(draw(features, uniforms))
+    captions = self_critical.caption_tokens(ids, vocab.id_to_word)
+    repeated = np.repeat(image_ids, samples)
+    rewards = cider.scores(repeated, captions).reshape(len(chosen), samples)
+    baseline = None
+    if greedy is not None:
+        greedy_ids = keras.ops.convert_to_numpy(greedy(features)[0])
+        baseline = cider.scores(image_ids, self_critical.caption_tokens(greedy_ids,
+                                                                        vocab.id_to_word))
+    advantage = self_critical.advantages(rewards, baseline)
+    decoder_inputs, targets, weight = self_critical.training_batch(ids, advantage.reshape(-1))
+    shape = (len(chosen), samples, -1)
+    logs = model.train_on_batch((features, decoder_inputs.reshape(shape)), targets.reshape(shape),
+                                sample_weight=weight.reshape(shape), return_dict=True)
+    logs = {k: float(v) for k, v in logs.items()}
+    logs["reward"] = float(rewards.mean())
+    return logs
+
+
+# --------------------------------------------------------------- decoding
+
+
+def caption_images(trained, store, image_ids, args):
+    """Beam-search captions of `image_ids` (a list of strings)."""
+    model, vocab, settings, _ = trained
+    generate = compiled_generate(model, max_decode_length=settings["max_caption_length"] + 1,
+                                 beam_size=args.beam_size, alpha=args.alpha)
+    size = args.decode_batch_size
+    captions = []
+    for begin in range(0, len(image_ids), size):
+        chunk = list(image_ids[begin:begin + size])
+        # Padded to the batch size: one compiled program for every batch.
+        padded = chunk + [chunk[-1]] * (size - len(chunk))
+        ids, _ = generate(feature_batch(store, padded, settings["feature_kind"]))
+        ids = keras.ops.convert_to_numpy(ids)[: len(chunk)]
+        captions.extend(vocab.decode(row) for row in ids)
+    return captions
+
+
+def score_table(columns):
+    """Result lines: a header, then one line per metric.
+
+    Args:
+        columns: `{title: CaptionScores}`, the model's first; a metric the
+            first column could not compute is reported as such, once.
+    """
+    titles = list(columns)
+    lines = [f"{'metric':10s}" + "".join(f" {t:>14s}" for t in titles)]
+    first = columns[titles[0]]
+    for name in METRICS:
+        if name not in first.scores:
+            continue
+        values = [columns[t].scores.get(name) for t in titles]
+        lines.append(f"{name:10s}" + "".join(
+            f" {v:14.4f}" if v is not None else f" {'-':>14s}" for v in values))
+    for name, why in first.not_computed.items():
+        lines.append(f"{name:10s} {why}")
+    return lines
+
+
+def evaluate(args, trained=None, splits=None, before=None):
+    """Captions the --split images with beam search and scores them.
+
+    Args:
+        args: the flags.
+        trained: `(model, vocab, settings, hparams)`; default: the run's
+            (`load_trained`).
+        splits: the loaded splits, if the caller has them.
+        before: optional `CaptionScores` of the cross-entropy model, shown
+            next to the final model's (`train` with self-critical steps).
+
+    Returns:
+        The `CaptionScores` of the model.
+    """
+    scores, split = caption_split(args, trained or load_trained(args), splits)
+    columns = {"model": scores}
+    if before is not None:
+        columns = {"self-critical": scores, "cross-entropy": before}
+    baseline_path = world_lib.baseline_path(args, args.split)
+    if baseline_path and os.path.exists(baseline_path):
+        columns["baseline"] = evaluate_captions(split.annotations(), _read_json(baseline_path))
+        print(f"[eval] baseline: {world_lib.BASELINE_NAME}")
+    write_json(os.path.join(args.output_dir, f"{args.split}_scores.json"), {
+        name: {"scores": value.scores, "not_computed": value.not_computed}
+        for name, value in columns.items()
+    })
+    for line in score_table(columns):
+        _cli.emit(line)
+    return scores
+
+
+def caption_split(args, trained, splits=None, save=True):
+    """Beam-search captions of the --split images and their scores;
+    `save` writes them to DIR/<split>_results.json.
+
+    Returns:
+        `(CaptionScores, Split)`.
+    """
+    if splits is None or args.split not in splits:
+        splits = load_splits(args, trained[2], (args.split,))
+    if args.split not in splits:
+        raise _cli.UsageError(f"no {args.split} captions: give --captions_{args.split} "
+                              "or --karpathy_json")
+    split = splits[args.split]
+    start = time.time()
+    captions = caption_images(trained, split.store, split.image_ids, args)
+    seconds = time.time() - start
+    results = [{"image_id": i, "caption": c} for i, c in zip(split.image_ids, captions)]
+    scores = evaluate_captions(split.annotations(), results)
+    print(f"[eval] {len(results)} {args.split} images, beam {args.beam_size}: {seconds:.0f} s;"
+          f" CIDEr-D {scores.scores['CIDEr']:.4f}")
+    for record, caption in list(zip(split.records, captions))[: args.examples]:
+        print(f"  image {record.image_id}: {caption}\n    reference: {record.captions[0]}")
+    if save:
+        write_json(os.path.join(args.output_dir, f"{args.split}_results.json"), results)
+    return scores, split
+
+
+def _read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def decode(args):
+    """Captions every image of --features (or of --images, extracted first)."""
+    trained = load_trained(args)
+    settings = trained[2]
+    path = args.features
+    if args.images:
+        path = os.path.join(args.output_dir, "extracted")
+        extract(args, output=path)
+    store = image_features.open_features(path, settings["feature_kind"])
+    image_ids = list(store.image_ids())
+    captions = caption_images(trained, store, image_ids, args)
+    results = [{"image_id": _json_id(i), "caption": c} for i, c in zip(image_ids, captions)]
+    if args.output_file:
+        write_json(args.output_file, results)
+        print(f"[decode] {len(results)} captions -> {args.output_file}")
+    else:
+        for result in results:
+            _cli.emit(f"{result['image_id']}\t{result['caption']}")
+    return results
+
+
+def _json_id(image_id):
+    try:
+        return int(image_id)
+    except (TypeError, ValueError):
+        return str(image_id)
+
+
+def score(args):
+    """Scores a COCO results file against COCO caption annotations."""
+    scores = evaluate_captions(args.annotations, args.results)
+    if args.output:
+        write_json(args.output, {"scores": scores.scores, "not_computed": scores.not_computed,
+                                 "per_image": scores.per_image})
+        print(f"[score] corpus and per-image scores -> {args.output}")
+    for line in score_table({"score": scores}):
+        _cli.emit(line)
+    return scores
+
+
+def extract(args, output=None):
+    """Grid features of a folder of images with a keras.applications backbone."""
+    from keras_structattn.data.feature_extraction import extract_grid_features
+
+    output = output or args.features_out
+    written = extract_grid_features(
+        args.images, output, weights=args.backbone_weights, backbone=args.backbone,
+        image_size=args.image_size,
+    )
+    print(f"[extract] {args.backbone} grid features -> {output}")
+    return written
+
+
+def visualize(args):
+    """PNGs of the caption-to-image attention: for each generated word, the
+    most attended area of the --layer decoder layer (averaged over heads)."""
+    from keras_structattn import attention_maps
+
+    trained = load_trained(args)
+    model, vocab, settings, _ = trained
+    if settings["feature_kind"] != "grid":
+        raise _cli.UsageError("visualize draws grid areas: the run uses region features")
+    splits = load_splits(args, settings, (args.split,))
+    if args.split not in splits:
+        raise _cli.UsageError(f"no {args.split} captions to visualize")
+    split = splits[args.split]
+    chosen = split.records[: args.num_images]
+    image_ids = [r.image_id for r in chosen]
+    captions = caption_images(trained, split.store, image_ids, args)
+    images = world_lib.images_of(args, split, chosen)
+    coordinates = model.area_coordinates(args.layer)
+    folder = os.path.join(args.output_dir, "attention")
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for record, caption, image in zip(chosen, captions, images):
+        features = feature_batch(split.store, [record.image_id], "grid")
+        words = caption.split()
+        targets = vocab.encode(words) + [1]
+        decoder_inputs = np.array([[0] + targets[:-1]], "int32")
+        weights = keras.ops.convert_to_numpy(
+            model.encdec_attention(features, decoder_inputs, layer=args.layer))
+        areas = attention_maps.top_areas(weights[0], coordinates)
+        path = os.path.join(folder, f"{record.image_id}.png")
+        picture = attention_maps.draw_word_areas(image, words + ["<eos>"], areas,
+                                                 grid_shape=settings["feature_shape"][:2])
+        write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
+        written.append(path)
+        _cli.emit(f"{path}\t{caption}")
+    print(f"[visualize] {len(written)} images -> {folder}")
+    return written

@@ -1,0 +1,53 @@
+"""Attention pictures (`keras_structattn.attention_maps`): the top area per
+word is the argmax of the head-averaged weights, and the PNG outlines that
+area's cells."""
+
+import numpy as np
+import pytest
+
+from keras_structattn import attention_maps
+from keras_structattn.ops.areas import area_coordinates
+
+PIL = pytest.importorskip("PIL")
+
+
+def test_top_area_is_the_argmax_of_the_head_mean():
+    rng = np.random.default_rng(0)
+    coordinates = area_coordinates(16, 4, 2, 2)
+    weights = rng.random((3, 5, len(coordinates)))
+    got = attention_maps.top_areas(weights, coordinates)
+    for t in range(5):
+        best = max(range(len(coordinates)), key=lambda a: weights[:, t, a].sum())
+        np.testing.assert_array_equal(got[t], coordinates[best])
+
+
+def test_png_outlines_the_top_area(tmp_path):
+    grid = (4, 4)
+    coordinates = area_coordinates(16, 4, 2, 2)
+    # Word 0 attends the 2x2 area at row 1, column 2; word 1 the cell (3, 0).
+    wanted = [(1, 2, 2, 2), (3, 0, 1, 1)]
+    weights = np.zeros((2, 2, len(coordinates)))
+    for t, area in enumerate(wanted):
+        index = [tuple(c) for c in coordinates].index(area)
+        weights[:, t, index] = 1.0
+    areas = attention_maps.top_areas(weights, coordinates)
+    image = np.zeros((32, 32, 3), np.uint8)  # black: the outline is the only red
+    picture = attention_maps.draw_word_areas(image, ["disc", "<eos>"], areas, grid,
+                                             panel_size=64)
+    path = tmp_path / "attention.png"
+    picture.save(path)
+    pixels = np.asarray(PIL.Image.open(path).convert("RGB"))
+    red = np.all(pixels == attention_maps.OUTLINE, axis=-1)
+    for k, (row, col, height, width) in enumerate(wanted):
+        panel = red[:64, k * 64:(k + 1) * 64]
+        ys, xs = np.nonzero(panel)
+        # 16-pixel cells: the outline spans exactly the area's cells.
+        assert (xs.min(), ys.min()) == (col * 16, row * 16)
+        assert (xs.max(), ys.max()) == ((col + width) * 16 - 1, (row + height) * 16 - 1)
+
+
+def test_mismatched_lengths_raise():
+    with pytest.raises(ValueError, match="one area per word"):
+        attention_maps.draw_word_areas(np.zeros((4, 4, 3)), ["a"], np.zeros((2, 4)), (2, 2))
+    with pytest.raises(ValueError, match="num_areas"):
+        attention_maps.top_areas(np.zeros((2, 3)), np.zeros((4, 4)))
