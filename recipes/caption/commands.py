@@ -88,15 +88,16 @@ class Split:
         }
 
 
-def _captions(args, folder):
-    """`{split: records or None}` from the flags, or the Shapes world files."""
+def _captions(args, folder, needed):
+    """`{split: records or None}` of the `needed` splits, from the flags or
+    the Shapes world files."""
     skip = "skip" if args.skip_missing else "error"
     if args.karpathy_json:
         splits = coco_captions.read_karpathy(args.karpathy_json, images_without_captions=skip)
         print(f"[data] {splits.report.describe()}")
         return {s: splits.get(s) for s in SPLITS}
     out = {}
-    for split in SPLITS:
+    for split in needed:
         path = getattr(args, f"captions_{split}", None)
         if folder is not None:
             path = world_lib.captions_path(folder, split)
@@ -132,7 +133,7 @@ def load_splits(args, settings, needed):
     folder = None
     if not data_flags_given(args):
         folder = world_lib.ensure_world(args)
-    records = _captions(args, folder)
+    records = _captions(args, folder, needed)
     splits = {}
     for name in needed:
         if not records.get(name):
@@ -371,6 +372,7 @@ def train(args):
     checkpoint."""
     run, settings, hparams = resolve_run(args)
     needed = ("train", "val") if args.no_eval else ("train", "val", args.split)
+    needed = tuple(dict.fromkeys(needed))  # --split may be val
     splits = load_splits(args, settings, needed)
     if "train" not in splits:
         raise _cli.UsageError("give training captions: --karpathy_json or --captions_train")
