@@ -2,7 +2,7 @@
 
 `python -m tests.run_suites` runs pytest on the TensorFlow backend (every
 test) and on the JAX backend (the backend-agnostic parts: ops, layers,
-models, decoding, callbacks), split into four pytest processes that run
+models, decoding, callbacks), split into five pytest processes that run
 `--jobs` at a time (default: one per CPU core). A pytest process uses about
 one core (small tensors: Python and compilation dominate), so on CI's two
 cores this halves the wall time of running the two backends one after the
@@ -30,7 +30,9 @@ PARTS = [
     ("jax: layers", "jax", ["tests/layers"]),
     ("jax: ops, models, decoding, callbacks", "jax",
      [p for p in JAX_PATHS if p != "tests/layers"]),
-    ("tensorflow: all but layers", "tensorflow", ["tests", "--ignore=tests/layers"]),
+    ("tensorflow: all but layers and recipes", "tensorflow",
+     ["tests", "--ignore=tests/layers", "--ignore=tests/recipes"]),
+    ("tensorflow: recipes", "tensorflow", ["tests/recipes"]),
     ("tensorflow: layers", "tensorflow", ["tests/layers"]),
 ]
 

@@ -7,9 +7,10 @@ def test_parts_cover_both_backends():
     by_backend = {}
     for _, backend, args in run_suites.PARTS:
         by_backend.setdefault(backend, []).extend(args)
-    # TensorFlow: the layers, and everything else.
+    # TensorFlow: the layers, the recipes, and everything else.
     assert sorted(by_backend["tensorflow"]) == sorted(
-        ["tests/layers", "tests", "--ignore=tests/layers"])
+        ["tests/layers", "tests/recipes", "tests", "--ignore=tests/layers",
+         "--ignore=tests/recipes"])
     assert sorted(by_backend["jax"]) == sorted(run_suites.JAX_PATHS)
 
 
