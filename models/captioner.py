@@ -50,8 +50,6 @@ from keras_structattn import hparams as hparams_lib
 from keras_structattn.layers.area_attention import KEY_MODES
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
 from keras_structattn.layers.blocks import check_sizes
-from keras_structattn.layers.transformer import TransformerDecoderBlock
-from keras_structattn.layers.transformer import TransformerEncoderBlock
 from keras_structattn.ops import _checks
 from keras_structattn.ops import areas
 from keras_structattn.ops.attend_areas import VALUE_MODES
@@ -59,6 +57,7 @@ from keras_structattn.ops.positions import timing_signal
 from models.seq2seq import Seq2Seq
 from models.transformer import Transformer
 from models.transformer import area_kinds
+from models.transformer import make_stacks
 
 ENCODER_INPUTS = ("grid", "regions")
 GRID_POSITIONS = ("learned", "sinusoid")
@@ -206,43 +205,17 @@ class TransformerCaptioner(Seq2Seq):
         # The caption is 1-D: spans of up to `max_area_width` tokens.
         caption_area = dict(grid_area, max_area_height=1, memory_height=1)
 
-        def area_for(kind, layer, area):
-            return area if layer < num_area_layers and kind in kinds else None
+        areas = {"encoder_self": grid_area, "encdec": grid_area, "decoder_self": caption_area}
 
-        def dropout(name):
-            return keras.layers.Dropout(
-                layer_prepostprocess_dropout, seed=self._next_seed(), name=name
-            )
+        def area_for(kind, layer):
+            return areas[kind] if layer < num_area_layers and kind in kinds else None
 
-        # The same names as the Transformer's: its decoding methods run on
-        # these attributes (below).
-        self.input_dropout = dropout("encoder_input_dropout")
-        self.target_dropout = dropout("decoder_input_dropout")
-        block_args = dict(
-            attention_dropout=attention_dropout,
-            relu_dropout=relu_dropout,
-            layer_dropout=layer_prepostprocess_dropout,
+        # The Transformer's stacks, under its attribute names: its decoding
+        # methods run on them (below).
+        make_stacks(
+            self, num_hidden_layers, hidden_size, filter_size, num_heads,
+            layer_prepostprocess_dropout, attention_dropout, relu_dropout, area_for,
         )
-        self.encoder_blocks = [
-            TransformerEncoderBlock(
-                hidden_size, filter_size, num_heads,
-                area=area_for("encoder_self", i, grid_area), seed=self._next_seed(),
-                name=f"encoder_{i}", **block_args,
-            )
-            for i in range(num_hidden_layers)
-        ]
-        self.decoder_blocks = [
-            TransformerDecoderBlock(
-                hidden_size, filter_size, num_heads,
-                self_area=area_for("decoder_self", i, caption_area),
-                encdec_area=area_for("encdec", i, grid_area),
-                seed=self._next_seed(),
-                name=f"decoder_{i}", **block_args,
-            )
-            for i in range(num_hidden_layers)
-        ]
-        self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
-        self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
 
         self.feature_projection = keras.layers.Dense(
             hidden_size, kernel_initializer=self._glorot(), name="feature_projection"

@@ -125,41 +125,9 @@ class Transformer(Seq2Seq):
         def area_for(kind, layer):
             return area if layer < num_area_layers and kind in kinds else None
 
-        def dropout(name):
-            return keras.layers.Dropout(
-                layer_prepostprocess_dropout, seed=self._next_seed(), name=name
-            )
-
-        self.input_dropout = dropout("encoder_input_dropout")
-        self.target_dropout = dropout("decoder_input_dropout")
-        block_args = dict(
-            attention_dropout=attention_dropout,
-            relu_dropout=relu_dropout,
-            layer_dropout=layer_prepostprocess_dropout,
-        )
-        self.encoder_blocks = [
-            TransformerEncoderBlock(
-                hidden_size, filter_size, num_heads,
-                area=area_for("encoder_self", i), seed=self._next_seed(),
-                name=f"encoder_{i}", **block_args,
-            )
-            for i in range(num_hidden_layers)
-        ]
-        self.decoder_blocks = [
-            TransformerDecoderBlock(
-                hidden_size, filter_size, num_heads,
-                self_area=area_for("decoder_self", i),
-                encdec_area=area_for("encdec", i),
-                seed=self._next_seed(),
-                name=f"decoder_{i}", **block_args,
-            )
-            for i in range(num_hidden_layers)
-        ]
-        self.encoder_norm = keras.layers.LayerNormalization(
-            epsilon=1e-6, name="encoder_norm"
-        )
-        self.decoder_norm = keras.layers.LayerNormalization(
-            epsilon=1e-6, name="decoder_norm"
+        make_stacks(
+            self, num_hidden_layers, hidden_size, filter_size, num_heads,
+            layer_prepostprocess_dropout, attention_dropout, relu_dropout, area_for,
         )
 
     # ------------------------------------------------------------ embedding
@@ -249,6 +217,58 @@ class Transformer(Seq2Seq):
                 x, cache[f"layer_{i}"], index, cache["encoder_mask"]
             )
         return self._logits(self.decoder_norm(x))[:, 0, :], new_cache
+
+
+def make_stacks(model, num_hidden_layers, hidden_size, filter_size, num_heads,
+                layer_prepostprocess_dropout, attention_dropout, relu_dropout, area_for):
+    """Makes the encoder and decoder stacks of `model` (the Transformer's and
+    the captioner's): its input dropouts, blocks and final layer norms.
+
+    The sublayers are seeded in this order with `model._next_seed()`, and
+    `Transformer`'s decoding methods read them by these attribute names.
+
+    Args:
+        model: a `Seq2Seq` under construction.
+        num_hidden_layers, hidden_size, filter_size, num_heads: sizes.
+        layer_prepostprocess_dropout, attention_dropout, relu_dropout:
+            tensor2tensor's three dropouts.
+        area_for: `area_for(kind, layer)`, the area arguments of attention
+            `kind` ("encoder_self", "decoder_self", "encdec") in `layer`, or
+            None for regular attention.
+    """
+
+    def dropout(name):
+        return keras.layers.Dropout(
+            layer_prepostprocess_dropout, seed=model._next_seed(), name=name
+        )
+
+    model.input_dropout = dropout("encoder_input_dropout")
+    model.target_dropout = dropout("decoder_input_dropout")
+    block_args = dict(
+        attention_dropout=attention_dropout,
+        relu_dropout=relu_dropout,
+        layer_dropout=layer_prepostprocess_dropout,
+    )
+    model.encoder_blocks = [
+        TransformerEncoderBlock(
+            hidden_size, filter_size, num_heads,
+            area=area_for("encoder_self", i), seed=model._next_seed(),
+            name=f"encoder_{i}", **block_args,
+        )
+        for i in range(num_hidden_layers)
+    ]
+    model.decoder_blocks = [
+        TransformerDecoderBlock(
+            hidden_size, filter_size, num_heads,
+            self_area=area_for("decoder_self", i),
+            encdec_area=area_for("encdec", i),
+            seed=model._next_seed(),
+            name=f"decoder_{i}", **block_args,
+        )
+        for i in range(num_hidden_layers)
+    ]
+    model.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
+    model.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
 
 
 # ----------------------------------------------------------------- hparams
