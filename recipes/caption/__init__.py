@@ -106,12 +106,12 @@ def build_parser():
                       help="Shapes world: the generator's seed (default: the run's --seed)")
 
     train = parser.add_argument_group("training (may change when a run resumes)")
-    train.add_argument("--train_steps", type=_cli.positive_int, default=600,
+    train.add_argument("--train_steps", type=_cli.positive_int, default=400,
                        help="cross-entropy steps (optimizer steps)")
     train.add_argument("--batch_size", type=_cli.positive_int, default=None,
                        help="images per cross-entropy batch, 5 captions each (default: "
                        "the hparams' batch_size)")
-    train.add_argument("--scst_steps", type=_cli.non_negative_int, default=200,
+    train.add_argument("--scst_steps", type=_cli.non_negative_int, default=150,
                        help="self-critical steps after the cross-entropy ones (0: none)")
     train.add_argument("--scst_images", type=_cli.positive_int, default=16,
                        help="images per self-critical batch")
