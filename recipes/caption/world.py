@@ -61,6 +61,9 @@ def ensure_world(args):
     if os.path.exists(settings_path):
         with open(settings_path, encoding="utf-8") as f:
             saved = json.load(f)
+        if args.world_seed is None:
+            # A run trained with --world_seed: later commands reuse its world.
+            wanted["seed"] = saved.get("seed")
         if saved != wanted:
             differences = ", ".join(f"{k} {wanted[k]} (cached: {saved.get(k)})"
                                     for k in wanted if saved.get(k) != wanted[k])
