@@ -1,4 +1,4 @@
-"""Pictures of area attention over an image: the most attended area per word.
+"""Pictures of attention over an image: areas per word, regions, quadrants.
 
 Li et al. (2019, arXiv:1810.10126, Fig. 3) show which image areas a
 captioner with area attention attends to while it writes each word. Given
@@ -7,6 +7,14 @@ the caption-to-image attention weights over areas `[heads, T, num_areas]`
 `area_coordinates()`, `top_areas` picks, for each word, the area with the
 largest weight averaged over heads, and `draw_word_areas` draws one panel
 per word: the image with that area outlined and the word beneath.
+
+For region features (VQA, grounding), `draw_region_weights` shades each
+region box by its attention weight (MCAN's AttFlat weights, Yu et al.,
+2019, arXiv:1906.10770, Fig. 7; MUAN's answer-token attention), and
+`draw_quadrants` draws the four parts of a unified attention map
+(text-text, text-visual, visual-text, visual-visual: MUAN, Yu et al., 2019,
+arXiv:1908.04107, Fig. 6) as heat maps; `beside` puts two pictures side by
+side.
 
 Drawing needs Pillow (the `vision` extra), imported on first use.
 """
@@ -93,4 +101,130 @@ def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE):
         x0, y0, x1, y1 = area_rectangle(area, grid_shape, panel_size)
         draw.rectangle((left + x0, top + y0, left + x1, top + y1), outline=OUTLINE, width=2)
         draw.text((left + 4, top + panel_size + 3), word, fill=(0, 0, 0))
+    return canvas
+
+
+REGION_COLOR = (255, 200, 0)
+TITLE_LINE = 14
+
+
+def _title(draw, lines, left, top):
+    for k, line in enumerate(lines):
+        draw.text((left + 4, top + 2 + k * TITLE_LINE), line, fill=(0, 0, 0))
+
+
+def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2):
+    """The image with each region's box shaded in proportion to its weight.
+
+    The most attended region is filled at 60% opacity and outlined in red;
+    a region of weight w gets `0.6 * w / max(w)` opacity, so the picture
+    shows where the model looks, relative to its top region.
+
+    Args:
+        image: uint8 `[H, W, 3]`.
+        boxes: float `[N, 4]` normalised `[x1, y1, x2, y2]` (real regions
+            only).
+        weights: float `[N]`, the regions' attention weights.
+        title: lines of text above the image (question, answer).
+        size: the image side in pixels (it is scaled to a square).
+
+    Returns:
+        A `PIL.Image.Image` (RGB).
+    """
+    from PIL import Image
+    from PIL import ImageDraw
+
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    weights = np.asarray(weights, np.float64).reshape(-1)
+    if len(boxes) != len(weights):
+        raise ValueError(f"{len(boxes)} boxes but {len(weights)} weights: one weight per box")
+    base = Image.fromarray(np.asarray(image, np.uint8)).convert("RGB")
+    base = base.resize((size, size), Image.NEAREST).convert("RGBA")
+    overlay = Image.new("RGBA", base.size, (0, 0, 0, 0))
+    draw = ImageDraw.Draw(overlay)
+    top = float(weights.max()) if len(weights) and weights.max() > 0 else 1.0
+    order = np.argsort(weights)  # strongest drawn last (on top)
+    for k in order:
+        x0, y0, x1, y1 = (float(v) * (size - 1) for v in boxes[k])
+        alpha = int(round(255 * 0.6 * max(0.0, weights[k]) / top))
+        draw.rectangle((x0, y0, x1, y1), fill=REGION_COLOR + (alpha,))
+    shaded = Image.alpha_composite(base, overlay).convert("RGB")
+    if len(weights):
+        best = int(np.argmax(weights))
+        x0, y0, x1, y1 = (float(v) * (size - 1) for v in boxes[best])
+        ImageDraw.Draw(shaded).rectangle((x0, y0, x1, y1), outline=OUTLINE, width=2)
+    header = TITLE_LINE * len(title) + (6 if title else 0)
+    canvas = Image.new("RGB", (size, size + header), (255, 255, 255))
+    canvas.paste(shaded, (0, header))
+    _title(ImageDraw.Draw(canvas), title, 0, 0)
+    return canvas
+
+
+def heat_colors(values):
+    """White (0) to dark red (1) for values in [0, 1]: uint8 `[..., 3]`."""
+    v = np.clip(np.asarray(values, np.float64), 0.0, 1.0)[..., None]
+    low, high = np.array([255.0, 255.0, 255.0]), np.array([160.0, 0.0, 0.0])
+    return np.round(low + (high - low) * v).astype(np.uint8)
+
+
+def draw_quadrants(scores, text_length, words, num_regions, cell=14):
+    """The four quadrants of a unified attention map as heat maps.
+
+    Args:
+        scores: float `[heads, S, S]` or `[S, S]` attention weights of the
+            unified sequence `[text; regions]` (averaged over heads).
+        text_length: m, the number of text positions first in it.
+        words: labels of the text positions (at most m are used).
+        num_regions: real regions after the text (padding left out).
+        cell: pixels per attention weight.
+
+    Returns:
+        A `PIL.Image.Image`: A_TT and A_TV on top, A_VT and A_VV below,
+        each normalised by the largest weight of the map, queries as rows.
+    """
+    from PIL import Image
+    from PIL import ImageDraw
+
+    scores = np.asarray(scores, np.float64)
+    if scores.ndim == 3:
+        scores = scores.mean(axis=0)
+    m = int(text_length)
+    if scores.ndim != 2 or scores.shape[0] != scores.shape[1] or m > scores.shape[0]:
+        raise ValueError(f"`scores` must be [S, S] (or [heads, S, S]) with S >= text_length "
+                         f"{m}; got shape {np.shape(scores)}")
+    keep = np.r_[np.arange(m), m + np.arange(min(num_regions, scores.shape[0] - m))]
+    scores = scores[np.ix_(keep, keep)]
+    top = scores.max() if scores.max() > 0 else 1.0
+    colors = heat_colors(scores / top)
+    n = len(keep) - m
+    label = 60
+    gap = 6
+    width = label + (m + n) * cell + gap
+    canvas = Image.new("RGB", (width, label + (m + n) * cell + gap + 2 * TITLE_LINE),
+                       (255, 255, 255))
+    draw = ImageDraw.Draw(canvas)
+    _title(draw, ["unified attention (rows: queries)", "text | regions"], 0, 0)
+    origin = 2 * TITLE_LINE + 4
+
+    def offset(index):
+        return index * cell + (gap if index >= m else 0)
+
+    for i in range(m + n):
+        for j in range(m + n):
+            x, y = label + offset(j), origin + offset(i)
+            draw.rectangle((x, y, x + cell - 1, y + cell - 1), fill=tuple(colors[i, j]))
+    names = [str(w) for w in list(words)[:m]] + [f"r{k}" for k in range(n)]
+    for i, name in enumerate(names):
+        draw.text((2, origin + offset(i)), name[:9], fill=(0, 0, 0))
+    return canvas
+
+
+def beside(left, right):
+    """Two pictures side by side on white, tops aligned."""
+    from PIL import Image
+
+    canvas = Image.new("RGB", (left.width + right.width + 8, max(left.height, right.height)),
+                       (255, 255, 255))
+    canvas.paste(left, (0, 0))
+    canvas.paste(right, (left.width + 8, 0))
     return canvas

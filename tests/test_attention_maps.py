@@ -51,3 +51,49 @@ def test_mismatched_lengths_raise():
         attention_maps.draw_word_areas(np.zeros((4, 4, 3)), ["a"], np.zeros((2, 4)), (2, 2))
     with pytest.raises(ValueError, match="num_areas"):
         attention_maps.top_areas(np.zeros((2, 3)), np.zeros((4, 4)))
+
+
+def test_region_shading_follows_the_weights(tmp_path):
+    image = np.zeros((16, 16, 3), np.uint8)
+    boxes = np.array([[0.0, 0.0, 0.4, 0.4], [0.6, 0.6, 1.0, 1.0], [0.6, 0.0, 1.0, 0.4]])
+    weights = np.array([0.2, 0.7, 0.1])
+    picture = attention_maps.draw_region_weights(image, boxes, weights, title=("Q", "A"),
+                                                 size=100)
+    path = tmp_path / "regions.png"
+    picture.save(path)
+    pixels = np.asarray(PIL.Image.open(path).convert("RGB")).astype(int)
+    header = pixels.shape[0] - 100
+
+    def center(box):
+        x = int((box[0] + box[2]) / 2 * 99)
+        y = int((box[1] + box[3]) / 2 * 99) + header
+        return pixels[y, x]
+
+    # On black, a fill of opacity a gives a * REGION_COLOR: brightness
+    # ranks the boxes by weight, and the top box gets 60%.
+    brightness = [center(b)[0] for b in boxes]
+    assert brightness[1] > brightness[0] > brightness[2]
+    np.testing.assert_allclose(center(boxes[1]), 0.6 * np.array(attention_maps.REGION_COLOR),
+                               atol=2)
+    np.testing.assert_allclose(center(boxes[0]),
+                               0.6 * 0.2 / 0.7 * np.array(attention_maps.REGION_COLOR), atol=2)
+    # Only the top region is outlined.
+    red = np.all(pixels[header:] == attention_maps.OUTLINE, axis=-1)
+    ys, xs = np.nonzero(red)
+    assert xs.min() >= 59 and ys.min() >= 59
+
+
+def test_quadrants_draw_each_weight_in_its_cell():
+    rng = np.random.default_rng(1)
+    m, n = 3, 2
+    scores = rng.random((2, m + n + 1, m + n + 1))  # one padded region, left out
+    picture = attention_maps.draw_quadrants(scores, m, ["[ans]", "what", "color"], n, cell=10)
+    pixels = np.asarray(picture.convert("RGB")).astype(int)
+    mean = scores.mean(0)[: m + n, : m + n]
+    expected = attention_maps.heat_colors(mean / mean.max())
+    origin, label, gap = 2 * attention_maps.TITLE_LINE + 4, 60, 6
+    for i in range(m + n):
+        for j in range(m + n):
+            x = label + j * 10 + (gap if j >= m else 0) + 5
+            y = origin + i * 10 + (gap if i >= m else 0) + 5
+            np.testing.assert_array_equal(pixels[y, x], expected[i, j])

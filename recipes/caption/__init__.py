@@ -37,6 +37,7 @@ a bad command line, 1 for a failure.
 import os
 
 from recipes import _cli
+from recipes import _world
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "caption_shapes_world")
 DEFAULT_HPARAMS_SET = "captioner_tiny_area2x2"
@@ -98,12 +99,7 @@ def build_parser():
     data.add_argument("--skip_missing", action="store_true",
                       help="skip (and count) images without features or captions "
                       "instead of stopping at the first")
-    data.add_argument("--world_train", type=_cli.positive_int, default=2000,
-                      help="Shapes world: training images")
-    data.add_argument("--world_val", type=_cli.positive_int, default=200)
-    data.add_argument("--world_test", type=_cli.positive_int, default=500)
-    data.add_argument("--world_seed", type=int, default=None,
-                      help="Shapes world: the generator's seed (default: the run's --seed)")
+    _world.add_world_flags(data)
 
     train = parser.add_argument_group("training (may change when a run resumes)")
     train.add_argument("--train_steps", type=_cli.positive_int, default=400,

@@ -18,7 +18,6 @@ import numpy as np  # noqa: E402
 from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
 from keras_structattn import hparams as hparams_lib  # noqa: E402
 from keras_structattn import self_critical  # noqa: E402
-from keras_structattn.callbacks import EpochCheckpoints  # noqa: E402
 from keras_structattn.callbacks import StopAtStep  # noqa: E402
 from keras_structattn.callbacks import restore_latest  # noqa: E402
 from keras_structattn.data import coco_captions  # noqa: E402
@@ -35,6 +34,7 @@ from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
 from models.captioner import TransformerCaptioner  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes._run import RunFolder  # noqa: E402
+from recipes._run import fit_callbacks  # noqa: E402
 from recipes._run import history_from_csv  # noqa: E402
 from recipes._run import write_atomically  # noqa: E402
 from recipes._run import write_json  # noqa: E402
@@ -345,18 +345,8 @@ class ValidationBatches(keras.utils.PyDataset):
 
 
 def _callbacks(args, history_name, checkpoint_folder, logs_name):
-    callbacks = [
-        keras.callbacks.CSVLogger(os.path.join(args.output_dir, history_name), append=True),
-        EpochCheckpoints(os.path.join(args.output_dir, checkpoint_folder),
-                         keep=args.keep_checkpoints),
-    ]
-    try:
-        import tensorflow  # noqa: F401  (Keras' TensorBoard callback writes with it)
-    except ImportError:
-        print("[train] no TensorFlow: no TensorBoard logs (the history CSVs have the metrics)")
-    else:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(args.output_dir, logs_name)))
-    return callbacks
+    return fit_callbacks(args.output_dir, history_name, checkpoint_folder, logs_name,
+                         keep=args.keep_checkpoints)
 
 
 def steps_done(model):
