@@ -16,6 +16,10 @@ from keras_structattn.ops.areas import slots_to_areas
 from keras_structattn.ops.attend_areas import area_attention
 from keras_structattn.ops.attend_areas import area_keys
 from keras_structattn.ops.attend_areas import attend_to_areas
+from keras_structattn.ops.box_coding import decode_box_deltas
+from keras_structattn.ops.box_coding import decode_box_deltas_numpy
+from keras_structattn.ops.box_coding import encode_box_deltas
+from keras_structattn.ops.box_coding import encode_box_deltas_numpy
 from keras_structattn.ops.box_geometry import box_position_features
 from keras_structattn.ops.box_geometry import geometry_embedding
 from keras_structattn.ops.box_geometry import geometry_logits
