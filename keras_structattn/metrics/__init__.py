@@ -8,6 +8,10 @@ ptb_tokenizer (its Stanford PTB tokenisation, in Python), caption_scores
 (BLEU-1..4, ROUGE-L, CIDEr-D, and `CiderD`, the self-critical reward),
 java_scorers (METEOR and SPICE through its jars, when Java is there) and
 coco_caption (`evaluate_captions` on the official file formats).
+
+VQA (`docs/vqa_metrics.md`): vqa_accuracy (the official GT-Vision-Lab VQA
+accuracy, `evaluate_vqa`, in its 2021 and pre-2021 versions, and MCAN's
+`prepare_answer` for answer vocabularies).
 """
 
 from keras_structattn.metrics.caption_scores import CiderD
@@ -21,3 +25,10 @@ from keras_structattn.metrics.text import BleuResult
 from keras_structattn.metrics.text import ChrfResult
 from keras_structattn.metrics.text import corpus_bleu
 from keras_structattn.metrics.text import corpus_chrf
+from keras_structattn.metrics.vqa_accuracy import VQAScores
+from keras_structattn.metrics.vqa_accuracy import evaluate_vqa
+from keras_structattn.metrics.vqa_accuracy import prepare_answer
+from keras_structattn.metrics.vqa_accuracy import process_digit_article
+from keras_structattn.metrics.vqa_accuracy import process_punctuation
+from keras_structattn.metrics.vqa_accuracy import vqa_accuracy
+from keras_structattn.metrics.vqa_accuracy import write_vqa_scores_json
