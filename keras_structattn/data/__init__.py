@@ -17,6 +17,11 @@ Modules:
         `.npz`) and their padded batches.
     feature_extraction: grid features from image files with a
         `keras.applications` backbone (local weights only).
+    vqa: VQA v2 questions, annotations and results, MCAN's question
+        tokenizer, `AnswerVocab` and soft-score targets.
+    word_vectors: GloVe / word2vec text vectors of a vocabulary's words.
+    refcoco: RefCOCO refs with their boxes, box IoU, grounding targets
+        and accuracy.
 
 TensorFlow is imported on first use of an in-graph function, so the rest
 works on machines without it.
@@ -45,6 +50,11 @@ from keras_structattn.data.parallel_text import filter_pairs
 from keras_structattn.data.parallel_text import read_lines
 from keras_structattn.data.parallel_text import read_parallel_files
 from keras_structattn.data.parallel_text import read_tsv_pairs
+from keras_structattn.data.refcoco import RefExpression
+from keras_structattn.data.refcoco import box_iou
+from keras_structattn.data.refcoco import grounding_accuracy
+from keras_structattn.data.refcoco import grounding_targets
+from keras_structattn.data.refcoco import read_refs
 from keras_structattn.data.shapes_world import generate as generate_shapes_world
 from keras_structattn.data.tatoeba import group_references
 from keras_structattn.data.tatoeba import load_tatoeba_en_de
@@ -52,6 +62,16 @@ from keras_structattn.data.tatoeba import split_of
 from keras_structattn.data.vocab import CharVocab
 from keras_structattn.data.vocab import SubwordVocab
 from keras_structattn.data.vocab import load_vocab
+from keras_structattn.data.vqa import AnswerVocab
+from keras_structattn.data.vqa import VQARecord
+from keras_structattn.data.vqa import question_batch
+from keras_structattn.data.vqa import read_vqa
+from keras_structattn.data.vqa import read_vqa_results
+from keras_structattn.data.vqa import records_report
+from keras_structattn.data.vqa import soft_score_batch
+from keras_structattn.data.vqa import soft_scores
+from keras_structattn.data.vqa import tokenize_question
+from keras_structattn.data.word_vectors import read_word_vectors
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.tokens import EOS_ID
 from keras_structattn.tokens import PAD_ID
