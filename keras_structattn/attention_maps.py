@@ -105,6 +105,7 @@ def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE):
 
 
 REGION_COLOR = (255, 200, 0)
+TARGET_OUTLINE = (0, 200, 0)
 TITLE_LINE = 14
 
 
@@ -113,12 +114,13 @@ def _title(draw, lines, left, top):
         draw.text((left + 4, top + 2 + k * TITLE_LINE), line, fill=(0, 0, 0))
 
 
-def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2):
+def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, outlines=None):
     """The image with each region's box shaded in proportion to its weight.
 
-    The most attended region is filled at 60% opacity and outlined in red;
-    a region of weight w gets `0.6 * w / max(w)` opacity, so the picture
-    shows where the model looks, relative to its top region.
+    The most attended region is filled at 60% opacity and outlined in red
+    (unless `outlines` says what to outline); a region of weight w gets
+    `0.6 * w / max(w)` opacity, so the picture shows where the model
+    looks, relative to its top region.
 
     Args:
         image: uint8 `[H, W, 3]`.
@@ -127,6 +129,8 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2):
         weights: float `[N]`, the regions' attention weights.
         title: lines of text above the image (question, answer).
         size: the image side in pixels (it is scaled to a square).
+        outlines: optional `[(box, rgb)]`: boxes to outline instead of the
+            top region (grounding: the predicted and the referred box).
 
     Returns:
         A `PIL.Image.Image` (RGB).
@@ -149,10 +153,11 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2):
         alpha = int(round(255 * 0.6 * max(0.0, weights[k]) / top))
         draw.rectangle((x0, y0, x1, y1), fill=REGION_COLOR + (alpha,))
     shaded = Image.alpha_composite(base, overlay).convert("RGB")
-    if len(weights):
-        best = int(np.argmax(weights))
-        x0, y0, x1, y1 = (float(v) * (size - 1) for v in boxes[best])
-        ImageDraw.Draw(shaded).rectangle((x0, y0, x1, y1), outline=OUTLINE, width=2)
+    if outlines is None:
+        outlines = [(boxes[int(np.argmax(weights))], OUTLINE)] if len(weights) else []
+    for box, color in outlines:
+        x0, y0, x1, y1 = (float(v) * (size - 1) for v in box)
+        ImageDraw.Draw(shaded).rectangle((x0, y0, x1, y1), outline=tuple(color), width=2)
     header = TITLE_LINE * len(title) + (6 if title else 0)
     canvas = Image.new("RGB", (size, size + header), (255, 255, 255))
     canvas.paste(shaded, (0, header))

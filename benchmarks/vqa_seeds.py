@@ -1,0 +1,114 @@
+"""VQA on Shapes world over seeds: MCAN vs MCAN+PA vs MUAN (and MUAN without its gate).
+
+Runs the VQA recipe (`python -m recipes.vqa train`, one subprocess per run,
+each in its own run folder under `--output_dir`) for each seed and each
+model, with the recipe's defaults otherwise (the embedded default run), and
+prints the test accuracy (official VQA accuracy, %) overall and per question
+type: mean and range (min-max) over the seeds, then every run. The world is
+generated once and shared (`--world_seed`: the same data for every run; the
+seed changes the initialisation, dropout and batch order).
+
+Usage:
+    python -m benchmarks.vqa_seeds [--seeds 1,2,3] [--models mcan,mcan_pa,muan,muan_nogate] \\
+        [--output_dir runs/vqa_seeds] [--epochs N]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+# name -> recipe flags
+MODELS = {
+    "mcan": ["--model", "mcan"],
+    "mcan_pa": ["--model", "mcan_pa"],
+    "muan": ["--model", "muan"],
+    "muan_nogate": ["--model", "muan", "--hparams_set", "muan_tiny_nogate"],
+}
+TYPES = ("count", "color", "shape", "exist", "relation")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_one(args, name, seed, world):
+    """Trains and evaluates one run; returns `(scores, baseline scores, seconds)`."""
+    out = os.path.join(args.output_dir, f"{name}_seed{seed}")
+    scores_path = os.path.join(out, "test_scores.json")
+    seconds = None
+    if not os.path.exists(scores_path):  # rerunning the script reuses finished runs
+        if world and not os.path.exists(os.path.join(out, "shapes_world")):
+            os.makedirs(out, exist_ok=True)
+            shutil.copytree(world, os.path.join(out, "shapes_world"))
+        command = [sys.executable, "-m", "recipes.vqa", "train", "--output_dir", out,
+                   *MODELS[name], "--seed", str(seed), "--world_seed", str(args.world_seed),
+                   "--verbose", "0"]
+        if args.epochs:
+            command += ["--epochs", str(args.epochs)]
+        start = time.time()
+        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        seconds = time.time() - start
+    with open(scores_path, encoding="utf-8") as f:
+        scores = json.load(f)
+    with open(os.path.join(out, "test_baseline_scores.json"), encoding="utf-8") as f:
+        baseline = json.load(f)
+    return scores, baseline, seconds
+
+
+def summary(values):
+    mean = sum(values) / len(values)
+    return f"{mean:6.2f} ({min(values):6.2f}-{max(values):6.2f})"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="default: the recipe's (the hparams set's epochs)")
+    parser.add_argument("--world_seed", type=int, default=1)
+    parser.add_argument("--output_dir", default=os.path.join("runs", "vqa_seeds"))
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    names = args.models.split(",")
+    print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores, "
+          f"{platform.processor() or 'cpu'}; KERAS_BACKEND="
+          f"{os.environ.get('KERAS_BACKEND', 'tensorflow')}")
+    print(f"# command: python -m benchmarks.vqa_seeds {' '.join(sys.argv[1:])}")
+    print("# recipe: python -m recipes.vqa train --model M --seed S (Shapes world "
+          "2000/200/500 images, the recipe's defaults)", flush=True)
+    world = None
+    results = {}
+    for seed in seeds:
+        for name in names:
+            scores, baseline, seconds = run_one(args, name, seed, world)
+            results[name, seed] = scores
+            if world is None:
+                world = os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
+            took = f" ({seconds:.0f} s)" if seconds else ""
+            print(f"# seed {seed} {name:12s}: overall {scores['overall']:.2f}, relation "
+                  f"{scores['perQuestionType']['relation']:.2f}{took}", flush=True)
+    print(f"test accuracy (%), mean (min-max) over seeds {args.seeds}; baseline: the "
+          "per-type majority answer of the training split")
+    header = f"{'model':12s} | {'overall':21s} | " + " | ".join(f"{t:21s}" for t in TYPES)
+    print(header)
+    print("-" * len(header))
+    cells = [f"{baseline['overall']:6.2f}"] + [
+        f"{baseline['perQuestionType'][t]:6.2f}" for t in TYPES]
+    print(f"{'baseline':12s} | " + " | ".join(f"{c:21s}" for c in cells))
+    for name in names:
+        runs = [results[name, s] for s in seeds]
+        cells = [summary([r["overall"] for r in runs])] + [
+            summary([r["perQuestionType"][t] for r in runs]) for t in TYPES]
+        print(f"{name:12s} | " + " | ".join(cells))
+    print("relation accuracy per run (seed order):")
+    for name in names:
+        print(f"  {name:12s}: " + ", ".join(
+            f"{results[name, s]['perQuestionType']['relation']:.2f}" for s in seeds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Visual grounding (referring expressions) with MUAN, scored by accuracy at IoU > 0.5.
+
+    python -m recipes.grounding                  # = train, then evaluate on the test split
+    python -m recipes.grounding train    [flags]
+    python -m recipes.grounding evaluate [--split test]
+    python -m recipes.grounding predict  --split testA [--output_file boxes.json]
+    python -m recipes.grounding visualize [--num_expressions 8]   # PNG per expression
+
+The model (`models/muan.py`, docs/grounding.md) is MUAN's grounding
+architecture (Yu et al., 2019, arXiv:1908.04107, Sec. III-B): the
+expression's words and the region proposals go through a stack of unified
+attention blocks; each proposal gets a ranking score and a refinement of
+its box. Training: the KL divergence from the proposals' IoU-derived
+target distribution to the softmax of the scores (Eq. 12) plus 0.5 x a
+smooth-L1 box regression (Eq. 13). The prediction is the top proposal's
+refined box; it is correct when its IoU with the referred box is > 0.5.
+
+With no data flags it generates Shapes world referring expressions
+(keras_structattn.data.shapes_world: "the small red circle", "the square
+left of the blue disc", ... cached under DIR/shapes_world, written as
+RefCOCO refs + COCO instances) and trains `muan_grounding_tiny` on its
+region features, printing the accuracy next to the biggest-box baseline.
+
+Real RefCOCO / RefCOCO+ / RefCOCOg: --refs (the refer toolkit's
+`refs(unc).p` pickle, a trusted local file, or the same records as JSON),
+--instances (COCO `instances.json`), --features: a folder of per-image
+.npz region proposals (`features` [N, C], `boxes` [N, 4], `image_w`,
+`image_h`), or one .npz/.h5; --train_split/--val_split/--split name the
+refs' splits (RefCOCO: train, val, testA, testB).
+
+Everything lives in --output_dir (settings, hparams, vocabulary,
+checkpoints that resume after a kill, history.csv, TensorBoard logs).
+Results go to stdout, everything else to stderr; errors are one line
+(--debug for the traceback), exit status 2 for a bad command line, 1 for
+a failure.
+"""
+
+import os
+
+from recipes import _cli
+from recipes import _world
+
+DEFAULT_OUTPUT_DIR = os.path.join("runs", "grounding_shapes_world")
+COMMANDS = ("train", "evaluate", "predict", "visualize")
+RUN_COMMANDS = ("evaluate", "predict", "visualize")
+RUN_DEFAULTS = dict(hparams_set=None, seed=1)
+WORLD_SET, PAPER_SET = "muan_grounding_tiny", "muan_grounding_base"
+
+
+def build_parser():
+    """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
+    parser = _cli.ArgumentParser(
+        prog="python -m recipes.grounding",
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("\n", 1)[1],
+    )
+    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
+    run = parser.add_argument_group(
+        "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
+    run.add_argument("--hparams_set", default=None,
+                     help=f"default {WORLD_SET} on Shapes world, {PAPER_SET} on real data")
+    run.add_argument("--hparams", default="",
+                     help='comma-separated overrides, e.g. "num_layers=2,qk_gate=False"')
+    run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
+
+    data = parser.add_argument_group("data (default: generated Shapes world)")
+    data.add_argument("--refs", type=_cli.input_file,
+                      help="RefCOCO refs: refs(unc).p (pickle) or JSON")
+    data.add_argument("--instances", type=_cli.input_file,
+                      help="COCO instances.json of the referred images")
+    data.add_argument("--features", type=_cli.input_file_or_folder,
+                      help="region proposals: a folder of per-image .npz (features [N, C], "
+                      "boxes [N, 4], image_w, image_h), or one .npz/.h5")
+    data.add_argument("--train_split", default="train", help="the refs' training split")
+    data.add_argument("--val_split", default="val", help="the refs' validation split")
+    data.add_argument("--word_vectors", type=_cli.input_file,
+                      help="GloVe-format text file to initialise the word embeddings")
+    data.add_argument("--skip_invalid", action="store_true",
+                      help="skip (and count) malformed refs and images without features "
+                      "instead of stopping at the first")
+    _world.add_world_flags(data)
+
+    train = parser.add_argument_group("training (may change when a run resumes)")
+    train.add_argument("--epochs", type=_cli.positive_int, default=None,
+                       help="default: the hparams' epochs")
+    train.add_argument("--batch_size", type=_cli.positive_int, default=None,
+                       help="default: the hparams' batch_size")
+    train.add_argument("--keep_checkpoints", type=_cli.positive_int, default=3)
+    train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
+                       help="jit_compile for fit (auto: Keras' choice)")
+    train.add_argument("--no_eval", action="store_true", help="train only")
+    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                       help="1 = progress bars (on stderr)")
+
+    out = parser.add_argument_group("evaluation, prediction and pictures")
+    out.add_argument("--split", default="test",
+                     help="evaluate / predict / visualize: the refs' split (default test)")
+    out.add_argument("--predict_batch_size", type=_cli.positive_int, default=256)
+    out.add_argument("--weights", type=_cli.input_file,
+                     help="weights to use (default: the newest checkpoint)")
+    out.add_argument("--output_file", type=_cli.output_file,
+                     help="predict: JSON [{ref_id, sent_id, image_id, bbox [x, y, w, h] "
+                     "pixels}] (default: stdout, one line per expression)")
+    out.add_argument("--num_expressions", type=_cli.positive_int, default=8,
+                     help="visualize: expressions to draw")
+    out.add_argument("--images", type=_cli.input_folder,
+                     help="visualize (real data): the folder of the images")
+    return parser
+
+
+def data_flags_given(args):
+    """True when the command names real data (not the Shapes world default)."""
+    return bool(args.refs or args.instances)
+
+
+def check_args(args):
+    """Checks of flags that go together; raises `_cli.UsageError`."""
+    if bool(args.refs) != bool(args.instances):
+        raise _cli.UsageError("give --refs and --instances together")
+    if args.refs and not args.features:
+        raise _cli.UsageError("real refs need their region proposals: give --features")
+    if args.command in RUN_COMMANDS:
+        from recipes._run import RunFolder
+
+        RunFolder(args.output_dir).require_run(args.command)
+
+
+def main(argv=None):
+    """Runs the recipe: `python -m recipes.grounding [command] [flags]`.
+
+    Returns:
+        What the command returns (used by tests).
+    """
+    def run(args):
+        from recipes.grounding import commands
+
+        return commands.run(args)
+
+    return _cli.execute(build_parser(), argv, run, check=check_args)

@@ -1,0 +1,183 @@
+"""Visual question answering: MCAN, MCAN+PA and MUAN, scored with the official VQA accuracy.
+
+    python -m recipes.vqa                    # = train, then evaluate on the test split
+    python -m recipes.vqa train     [--model mcan|mcan_pa|muan] [flags]
+    python -m recipes.vqa evaluate  [--split test]  # accuracy per question type
+    python -m recipes.vqa predict   --questions Q.json --features F [--output_file R.json]
+    python -m recipes.vqa score     --questions Q.json --annotations A.json --results R.json
+    python -m recipes.vqa visualize [--num_questions 8]   # attention over the regions, PNG
+
+Models (`models/vqa.py`, `models/muan.py`; docs/vqa.md): MCAN (Yu et al.,
+2019, arXiv:1906.10770), MCAN+PA (Mao et al., 2022, IEEE TNNLS: positional
+word, object and multimodal attention) and MUAN (Yu et al., 2019,
+arXiv:1908.04107: gated self-attention over [question; regions]).
+
+With no data flags it generates Shapes world VQA (keras_structattn.data.
+shapes_world: deterministic scenes with count, colour, shape, existence
+and relation questions, 10 answers each, cached under DIR/shapes_world),
+trains `<model>_tiny` on its region features, and prints the accuracy per
+question type next to the per-type majority answer of the training split.
+
+Real VQA v2: --questions_train/--annotations_train (and _val, _test) in
+the official JSON format, --features: a folder of per-image .npz files
+(bottom-up style: `features` [N, C], `boxes` [N, 4], `image_w`, `image_h`),
+up to --max_regions regions each; --word_vectors: a local GloVe-format
+text file to initialise the word embeddings (learned from scratch
+otherwise). Answers seen at least --min_answer_count times in the training
+annotations (MCAN: more than 8 times over train+val, 3129 answers on VQA
+v2) form the answer vocabulary; soft scores as MCAN (0.3 per matching
+human answer, at most 1).
+
+Everything lives in --output_dir: the settings (run.json), hparams, the
+question and answer vocabularies, per-epoch checkpoints (written
+atomically: a killed `train` resumes from its last checkpoint when run
+again), history.csv and TensorBoard logs. Results go to stdout, everything
+else to stderr; errors are one line (--debug for the traceback), exit
+status 2 for a bad command line, 1 for a failure.
+"""
+
+import os
+
+from recipes import _cli
+from recipes import _world
+
+DEFAULT_OUTPUT_DIR = os.path.join("runs", "vqa_shapes_world")
+MODELS = ("mcan", "mcan_pa", "muan")
+COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
+# Commands that need a trained run in --output_dir.
+RUN_COMMANDS = ("evaluate", "predict", "visualize")
+SPLITS = ("train", "val", "test")
+# The settings that define a run (saved in run.json, checked on resume).
+RUN_DEFAULTS = dict(model="mcan", hparams_set=None, seed=1, min_answer_count=9)
+# The hparams set of a model: on Shapes world / on real data (the paper's).
+WORLD_SETS = {"mcan": "mcan_tiny", "mcan_pa": "mcan_pa_tiny", "muan": "muan_tiny"}
+PAPER_SETS = {"mcan": "mcan_small", "mcan_pa": "mcan_pa_small", "muan": "muan_base"}
+
+
+def build_parser():
+    """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
+    parser = _cli.ArgumentParser(
+        prog="python -m recipes.vqa",
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("\n", 1)[1],
+    )
+    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
+    run = parser.add_argument_group(
+        "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
+    )
+    run.add_argument("--model", choices=MODELS, default=None,
+                     help=f"default {RUN_DEFAULTS['model']}")
+    run.add_argument("--hparams_set", default=None,
+                     help="default <model>_tiny on Shapes world, the paper's set on real data "
+                     f"({', '.join(PAPER_SETS.values())})")
+    run.add_argument("--hparams", default="",
+                     help='comma-separated overrides, e.g. "num_layers=4,qk_gate=False"')
+    run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
+    run.add_argument("--min_answer_count", type=_cli.positive_int, default=None,
+                     help="answers (normalised multiple_choice_answer) seen fewer times in "
+                     f"the training annotations are left out (default "
+                     f"{RUN_DEFAULTS['min_answer_count']}: MCAN's 'more than 8')")
+
+    data = parser.add_argument_group("data (default: generated Shapes world)")
+    for split in SPLITS:
+        data.add_argument(f"--questions_{split}", type=_cli.input_file,
+                          help="VQA v2 questions JSON of the training split"
+                          if split == "train" else None)
+        data.add_argument(f"--annotations_{split}", type=_cli.input_file,
+                          help="VQA v2 annotations JSON of the training split"
+                          if split == "train" else None)
+    data.add_argument("--features", type=_cli.input_file_or_folder,
+                      help="region features of every split: a folder of per-image .npz "
+                      "(features [N, C], boxes [N, 4], image_w, image_h), or one .npz/.h5")
+    for split in SPLITS:
+        data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
+                          help="the features of one split (default --features)"
+                          if split == "train" else None)
+    data.add_argument("--word_vectors", type=_cli.input_file,
+                      help="GloVe-format text file (word v1 ... vd) to initialise the word "
+                      "embeddings; its width sets word_dim")
+    data.add_argument("--skip_invalid", action="store_true",
+                      help="skip (and count) malformed questions and images without "
+                      "features instead of stopping at the first")
+    _world.add_world_flags(data)
+
+    train = parser.add_argument_group("training (may change when a run resumes)")
+    train.add_argument("--epochs", type=_cli.positive_int, default=None,
+                       help="default: the hparams' epochs (13 for the paper's sets)")
+    train.add_argument("--batch_size", type=_cli.positive_int, default=None,
+                       help="default: the hparams' batch_size")
+    train.add_argument("--keep_checkpoints", type=_cli.positive_int, default=3)
+    train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
+                       help="jit_compile for fit (auto: Keras' choice)")
+    train.add_argument("--no_eval", action="store_true", help="train only")
+    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                       help="1 = progress bars (on stderr)")
+
+    out = parser.add_argument_group("evaluation, prediction and scoring")
+    out.add_argument("--split", choices=SPLITS, default="test",
+                     help="evaluate / visualize: the split")
+    out.add_argument("--predict_batch_size", type=_cli.positive_int, default=256)
+    out.add_argument("--weights", type=_cli.input_file,
+                     help="weights to use (default: the newest checkpoint)")
+    out.add_argument("--questions", type=_cli.input_file,
+                     help="predict / score: VQA v2 questions JSON")
+    out.add_argument("--annotations", type=_cli.input_file,
+                     help="score: VQA v2 annotations JSON")
+    out.add_argument("--results", type=_cli.input_file,
+                     help="score: results JSON [{question_id, answer}]")
+    out.add_argument("--output_file", type=_cli.output_file,
+                     help="predict: results JSON (default: stdout, one "
+                     "`question_id<TAB>answer` line per question)")
+    out.add_argument("--output", type=_cli.output_file,
+                     help="score: also write the scores as the official code reports them")
+    out.add_argument("--normalization", choices=("official", "corrected"), default="official",
+                     help="answer normalisation of the accuracy: the official code's, quirks "
+                     "included (default), or corrected (docs/vqa_metrics.md)")
+    out.add_argument("--num_questions", type=_cli.positive_int, default=8,
+                     help="visualize: questions to draw")
+    out.add_argument("--images", type=_cli.input_folder,
+                     help="visualize (real data): the folder of the split's images")
+    return parser
+
+
+def data_flags_given(args):
+    """True when the command names real data (not the Shapes world default)."""
+    return any(getattr(args, f"questions_{s}") for s in SPLITS)
+
+
+def check_args(args):
+    """Checks of flags that go together; raises `_cli.UsageError`."""
+    for split in SPLITS:
+        if getattr(args, f"annotations_{split}") and not getattr(args, f"questions_{split}"):
+            raise _cli.UsageError(f"--annotations_{split} needs --questions_{split}")
+    if args.questions_train and not args.annotations_train:
+        raise _cli.UsageError("--questions_train needs --annotations_train (the answers)")
+    features_given = args.features or any(getattr(args, f"{s}_features") for s in SPLITS)
+    if args.command == "score":
+        if not (args.questions and args.annotations and args.results):
+            raise _cli.UsageError("score needs --questions, --annotations and --results")
+        return
+    if args.command == "predict" and not (args.questions and features_given):
+        raise _cli.UsageError("predict needs --questions (VQA v2 questions JSON) and "
+                              "--features (their region features)")
+    if data_flags_given(args) and not features_given:
+        raise _cli.UsageError("real questions need their region features: give --features")
+    if args.command in RUN_COMMANDS:
+        from recipes._run import RunFolder
+
+        RunFolder(args.output_dir).require_run(args.command)
+
+
+def main(argv=None):
+    """Runs the recipe: `python -m recipes.vqa [command] [flags]`.
+
+    Returns:
+        What the command returns (used by tests).
+    """
+    def run(args):
+        from recipes.vqa import commands
+
+        return commands.run(args)
+
+    return _cli.execute(build_parser(), argv, run, check=check_args)

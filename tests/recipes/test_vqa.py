@@ -1,0 +1,224 @@
+"""The VQA recipe, run as a user runs it, on a tiny Shapes world.
+
+One MCAN run is trained once per module (`trained`: 2 epochs of a
+one-layer model on 24 generated images). The tests then evaluate,
+predict, score and visualize it, resume it after a kill, train MCAN+PA and
+MUAN briefly, and feed the loaders broken files through the command line.
+"""
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from recipes import vqa
+from tests.recipes.conftest import ROOT
+from tests.recipes.test_caption import assert_same_weights
+from tests.recipes.test_translate_cli import ENV
+from tests.recipes.test_translate_cli import assert_error
+
+FIXTURES = f"{ROOT}/tests/fixtures/vqa_eval"
+TINY = {
+    "mcan": "hidden_size=16,num_heads=2,filter_size=32,num_encoder_layers=1,"
+            "num_decoder_layers=1,word_dim=8,flat_mlp_size=8,flat_output_size=16,batch_size=8",
+    "muan": "hidden_size=16,num_heads=2,filter_size=32,num_blocks=1,word_dim=8,batch_size=8",
+}
+
+
+def flags(out, model="mcan", *extra):
+    family = "muan" if model == "muan" else "mcan"
+    return ["--output_dir", str(out), "--model", model, "--hparams", TINY[family],
+            "--min_answer_count", "1", "--world_train", "24", "--world_val", "4",
+            "--world_test", "6", "--predict_batch_size", "16", "--verbose", "0", *extra]
+
+
+def train(out, model="mcan", *extra):
+    return vqa.main(["train", *flags(out, model, "--epochs", "2", *extra)])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("vqa") / "run"
+    train(out, "mcan", "--jit", "off", "--no_eval")
+    return out
+
+
+def world_file(run, *parts):
+    return str(run.joinpath("shapes_world", *parts))
+
+
+# ------------------------------------------------------------ the commands
+
+
+def test_evaluate_prints_accuracy_per_type_next_to_the_baseline(trained, capsys):
+    scores = vqa.main(["evaluate", *flags(trained)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["question", "type", "questions", "model", "baseline"]
+    types = {line.split()[0] for line in lines[1:]}
+    assert {"count", "color", "shape", "exist", "relation", "overall"} <= types
+    saved = json.loads((trained / "test_scores.json").read_text())
+    assert set(saved) == {"overall", "perAnswerType", "perQuestionType", "perQuestion"}
+    assert saved["overall"] == scores.overall
+    overall = next(line for line in lines if line.startswith("overall")).split()
+    assert float(overall[2]) == pytest.approx(scores.overall)
+
+
+def test_predict_then_score_gives_the_evaluated_accuracy(trained, tmp_path, capsys):
+    results = tmp_path / "results.json"
+    vqa.main(["predict", *flags(trained), "--questions",
+              world_file(trained, "vqa", "questions_test.json"),
+              "--features", world_file(trained, "features_test.npz"),
+              "--output_file", str(results)])
+    evaluated = json.loads((trained / "test_results.json").read_text())
+    assert json.loads(results.read_text()) == evaluated
+    capsys.readouterr()
+    scores = vqa.main(["score", "--questions", world_file(trained, "vqa", "questions_test.json"),
+                       "--annotations", world_file(trained, "vqa", "annotations_test.json"),
+                       "--results", str(results), "--output", str(tmp_path / "s.json")])
+    assert scores.to_official() == {
+        k: (v if k != "perQuestion" else {int(q): a for q, a in v.items()})
+        for k, v in json.loads((trained / "test_scores.json").read_text()).items()}
+
+
+def test_score_reproduces_the_official_evaluation(tmp_path, capsys):
+    """The fixture's results set A, scored as the official code (2021) did."""
+    expected = json.loads(open(f"{FIXTURES}/expected_accuracy.json").read())["2021"]["A"]
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.vqa", "score", "--questions",
+         f"{FIXTURES}/questions.json", "--annotations", f"{FIXTURES}/annotations.json",
+         "--results", f"{FIXTURES}/results_A.json", "--output", str(tmp_path / "a.json")],
+        cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    written = json.loads((tmp_path / "a.json").read_text())
+    assert written["overall"] == expected["overall"]
+    assert written["perQuestion"] == expected["perQuestion"]
+    overall = next(line for line in result.stdout.splitlines() if line.startswith("overall"))
+    assert float(overall.split()[-1]) == expected["overall"]
+
+
+def test_visualize_writes_one_png_per_question(trained, capsys):
+    written = vqa.main(["visualize", *flags(trained), "--num_questions", "2"])
+    assert len(written) == 2
+    from PIL import Image
+
+    with Image.open(written[0]) as image:
+        assert image.size[0] >= 300
+
+
+@pytest.mark.parametrize("model", ["mcan_pa", "muan"])
+def test_other_models_train_evaluate_and_draw(model, trained, tmp_path, capsys):
+    out = tmp_path / model
+    shutil.copytree(trained / "shapes_world", out / "shapes_world")  # skip generating
+    vqa.main(["train", *flags(out, model, "--epochs", "1")])
+    assert "overall" in capsys.readouterr().out
+    (path,) = vqa.main(["visualize", *flags(out, model, "--num_questions", "1")])
+    from PIL import Image
+
+    with Image.open(path) as image:  # MUAN: the quadrants beside the image
+        wide = image.size[0] > image.size[1] + 100
+    assert wide == (model == "muan")
+
+
+def test_killed_run_resumes_to_the_same_weights(trained, tmp_path):
+    """SIGKILL a training command after its first checkpoint; the same
+    command run again ends at the weights of the uninterrupted run."""
+    out = tmp_path / "killed"
+    shutil.copytree(trained / "shapes_world", out / "shapes_world")
+    command = [sys.executable, "-m", "recipes.vqa", "train",
+               *flags(out, "mcan", "--epochs", "2", "--jit", "off", "--no_eval")]
+    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    first = out / "checkpoints" / "ckpt-0001.weights.h5"
+    deadline = time.time() + 300
+    while not first.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert first.exists(), "the run did not reach its first checkpoint"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    result = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resuming at epoch 2" in result.stderr
+    assert_same_weights(trained / "checkpoints" / "ckpt-0002.weights.h5",
+                        out / "checkpoints" / "ckpt-0002.weights.h5")
+
+
+# ----------------------------------------------------- errors, as a user sees them
+
+BAD_COMMAND_LINES = [
+    (["score", "--results", "README.md"], "score needs --questions, --annotations and --results"),
+    (["--questions_train", "README.md"], "--questions_train needs --annotations_train"),
+    (["--annotations_val", "README.md"], "--annotations_val needs --questions_val"),
+    (["--questions_train", "README.md", "--annotations_train", "README.md"],
+     "real questions need their region features: give --features"),
+    (["predict", "--questions", "README.md"], "predict needs --questions"),
+    (["evaluate", "--output_dir", "no_run_here"], "no trained run in no_run_here"),
+    (["--model", "lstm"], "argument --model: invalid choice: 'lstm'"),
+    (["--features", "nowhere"], "argument --features: no such file: nowhere"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_COMMAND_LINES,
+                         ids=[" ".join(argv) for argv, _ in BAD_COMMAND_LINES])
+def test_bad_command_lines_are_one_line_usage_errors(argv, message):
+    """Checked before TensorFlow loads."""
+    code = ("import sys\nfrom recipes import _cli, vqa\n"
+            f"_cli.entry_point(vqa.main, {argv!r})\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV,
+                            capture_output=True, text=True, timeout=60)
+    assert_error(result, 2, message)
+
+
+def _vqa_files(tmp_path, trained, edit):
+    """Copies of the world's training questions and annotations, `edit`ed."""
+    questions = json.loads(open(world_file(trained, "vqa", "questions_train.json")).read())
+    annotations = json.loads(open(world_file(trained, "vqa", "annotations_train.json")).read())
+    edit(questions, annotations)
+    paths = tmp_path / "q.json", tmp_path / "a.json"
+    paths[0].write_text(json.dumps(questions))
+    paths[1].write_text(json.dumps(annotations))
+    return [str(p) for p in paths]
+
+
+def test_data_errors_name_the_file_and_the_question(trained, tmp_path):
+    def unknown_question(questions, annotations):
+        annotations["annotations"][1]["question_id"] = 777
+
+    def nine_answers(questions, annotations):
+        del annotations["annotations"][2]["answers"][0]
+
+    features = world_file(trained, "features_train.npz")
+    for edit, question_id in ((unknown_question, "777"), (nine_answers, None)):
+        q, a = _vqa_files(tmp_path, trained, edit)
+        result = subprocess.run(
+            [sys.executable, "-m", "recipes.vqa", "train", "--output_dir",
+             str(tmp_path / "run"), "--questions_train", q, "--annotations_train", a,
+             "--features", features], cwd=ROOT, env=ENV, capture_output=True, text=True,
+            timeout=300)
+        wanted = question_id or str(json.loads(open(a).read())["annotations"][2]["question_id"])
+        assert_error(result, 1, "a.json", wanted)
+        assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_missing_features_stop_or_are_counted(trained, tmp_path, capsys):
+    def other_image(questions, annotations):
+        questions["questions"][0]["image_id"] = 424242
+        annotations["annotations"][0]["image_id"] = 424242
+
+    q, a = _vqa_files(tmp_path, trained, other_image)
+    argv = ["train", "--output_dir", str(tmp_path / "run"), "--questions_train", q,
+            "--annotations_train", a, "--features", world_file(trained, "features_train.npz"),
+            "--hparams", TINY["mcan"], "--min_answer_count", "1", "--epochs", "1",
+            "--no_eval", "--verbose", "0"]
+    with pytest.raises(ValueError, match="424242"):
+        vqa.main(argv)
+    capsys.readouterr()
+    vqa.main(argv + ["--skip_invalid"])
+    assert "1 questions skipped" in capsys.readouterr().err
+    assert np.isfinite(json.loads((tmp_path / "run" / "train_summary.json").read_text())
+                       ["loss"][-1])
