@@ -113,3 +113,49 @@ class PaddedAccuracy(keras.metrics.Mean):
         config = super().get_config()
         config.update(pad_id=self.pad_id)
         return config
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class SoftTargetBinaryCrossEntropy(keras.losses.Loss):
+    """Binary cross-entropy from logits against soft targets, summed over
+    the answers (VQA).
+
+    MCAN's loss (Yu et al., 2019, arXiv:1906.10770; MCAN+PA, Mao et al.,
+    2022, Eq. 4): each answer is a binary classifier whose target is the
+    answer's soft score in [0, 1] (`min(1, 0.3 * matching humans)`):
+
+        l = sum_a -(s_a log sigmoid(z_a) + (1 - s_a) log(1 - sigmoid(z_a)))
+
+    computed stably from logits in float32. The MCAN code sums `l` over the
+    batch as well; here, with the default reduction, it is averaged over
+    the batch. Under Adam the two differ only through Adam's epsilon (the
+    update is invariant to a constant scale of the loss), so the learning
+    rate keeps its meaning; with the mean it is per example, whatever the
+    batch size (docs/vqa.md).
+
+    Args:
+        name: the loss name.
+        **kwargs: `keras.losses.Loss` arguments (`reduction` defaults to
+            `"sum_over_batch_size"`, the mean over the batch; `"sum"` is
+            MCAN's sum over the batch).
+
+    Call arguments:
+        y_true: soft targets `[B, num_answers]` in [0, 1].
+        y_pred: logits `[B, num_answers]` (any float dtype; float32 inside).
+
+    Returns:
+        The loss (a scalar with a reducing reduction; `[B]` sums over the
+        answers with `reduction=None`).
+    """
+
+    def __init__(self, name="soft_target_binary_cross_entropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        logits = ops.cast(y_pred, "float32")
+        targets = ops.cast(y_true, "float32")
+        # max(z, 0) - z s + log(1 + exp(-|z|)): no overflow for any z.
+        per_answer = (
+            ops.relu(logits) - logits * targets + ops.log1p(ops.exp(-ops.abs(logits)))
+        )
+        return ops.sum(per_answer, axis=-1)

@@ -50,3 +50,78 @@ class WarmupRsqrtDecay(keras.optimizers.schedules.LearningRateSchedule):
             warmup_steps=self.warmup_steps,
             hidden_size=self.hidden_size,
         )
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class StepWarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """MCAN's step warm-up and step decay, by epochs.
+
+    The schedule of MCAN's code (Yu et al., 2019, arXiv:1906.10770; code
+    `MILVLG/mcan-vqa`, `WarmupOptimizer`): with `S = steps_per_epoch`,
+    `W = warmup_epochs` and MCAN's 1-based update count `n`, the rate is
+    `base * k / (W + 1)` for `(k - 1) S < n <= k S`, `k = 1..W` (base/4,
+    2/4, 3/4 over the first three epochs), then `base`; `base` is multiplied
+    by `decay_rate` at the start of each 0-based epoch in `decay_epochs`
+    (epochs 10 and 12 of 13). Steps, not a linear ramp.
+
+    Keras passes the 0-based `optimizer.iterations` `i`, so `n = i + 1` and
+    the 0-based epoch of the update is `i // S` (MCAN drops the last
+    incomplete batch, so every epoch has S updates).
+
+    Args:
+        base_learning_rate: the base rate (1e-4 for MCAN-small).
+        steps_per_epoch: S, a positive int.
+        warmup_epochs: W, a non-negative int (3).
+        decay_epochs: 0-based epochs at whose start the rate is decayed,
+            a sequence of ints (or a comma-separated string, as in hparams).
+        decay_rate: the factor of each decay (0.2).
+
+    Call arguments:
+        step: the optimizer's 0-based iteration count (a scalar tensor).
+
+    Returns:
+        The float32 learning rate of that update.
+    """
+
+    def __init__(
+        self,
+        base_learning_rate,
+        steps_per_epoch,
+        warmup_epochs=3,
+        decay_epochs=(10, 12),
+        decay_rate=0.2,
+    ):
+        if isinstance(decay_epochs, str):
+            decay_epochs = [int(e) for e in decay_epochs.split(",") if e.strip()]
+        self.base_learning_rate = float(base_learning_rate)
+        self.steps_per_epoch = int(steps_per_epoch)
+        self.warmup_epochs = int(warmup_epochs)
+        self.decay_epochs = tuple(sorted(int(e) for e in decay_epochs))
+        self.decay_rate = float(decay_rate)
+        if self.steps_per_epoch < 1:
+            raise ValueError(
+                f"Argument `steps_per_epoch` must be >= 1. Received: {steps_per_epoch!r}"
+            )
+        if self.warmup_epochs < 0 or any(e < 0 for e in self.decay_epochs):
+            raise ValueError(
+                "Arguments `warmup_epochs` and `decay_epochs` must be >= 0. Received: "
+                f"warmup_epochs={warmup_epochs!r}, decay_epochs={decay_epochs!r}"
+            )
+
+    def __call__(self, step):
+        epoch = ops.floor_divide(ops.cast(step, "int32"), self.steps_per_epoch)
+        epoch = ops.cast(epoch, "float32")
+        warmup = float(self.warmup_epochs)
+        factor = ops.where(epoch < warmup, (epoch + 1.0) / (warmup + 1.0), 1.0)
+        for decay_epoch in self.decay_epochs:
+            factor = factor * ops.where(epoch >= float(decay_epoch), self.decay_rate, 1.0)
+        return ops.cast(self.base_learning_rate * factor, "float32")
+
+    def get_config(self):
+        return dict(
+            base_learning_rate=self.base_learning_rate,
+            steps_per_epoch=self.steps_per_epoch,
+            warmup_epochs=self.warmup_epochs,
+            decay_epochs=list(self.decay_epochs),
+            decay_rate=self.decay_rate,
+        )

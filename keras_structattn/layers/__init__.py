@@ -1,6 +1,7 @@
 """Keras layers of structured attention."""
 
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
+from keras_structattn.layers.attention_flattening import AttentionFlattening
 from keras_structattn.layers.blocks import FeedForward
 from keras_structattn.layers.blocks import Residual
 from keras_structattn.layers.catt_attention import CATTAttention
@@ -13,6 +14,8 @@ from keras_structattn.layers.catt_transformer import CATTEncoder
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
+from keras_structattn.layers.mcan_blocks import MCANGuidedAttentionBlock
+from keras_structattn.layers.mcan_blocks import MCANSelfAttentionBlock
 from keras_structattn.layers.normalization import StdLayerNormalization
 from keras_structattn.layers.positional_attention import PositionalMultiHeadAttention
 from keras_structattn.layers.positional_attention import positional_multimodal_attention

@@ -1,0 +1,532 @@
+"""VQA models of the MCAN family: MCAN and MCAN+PA.
+
+* **MCAN** (Yu et al., 2019, "Deep Modular Co-Attention Networks for
+  Visual Question Answering", CVPR, arXiv:1906.10770; code
+  `MILVLG/mcan-vqa`), the encoder-decoder variant: the question (GloVe
+  embedding + LSTM, `QuestionEncoder`) goes through L self-attention (SA)
+  blocks, chained; the regions (bottom-up features, `Dense(C -> d)`)
+  through L self-guided-attention (SGA) blocks, each guided by the *last*
+  encoder output; each modality is reduced by an `AttentionFlattening`
+  (AttFlat), the two summed and layer-normed, and a Dense gives one logit
+  per answer (trained with a sigmoid BCE against soft scores:
+  `keras_structattn.losses.SoftTargetBinaryCrossEntropy`).
+* **MCAN+PA** (Mao, Yang, Lin, Xuan and Liu, 2022, "Positional Attention
+  Guided Transformer-like Architecture for Visual Question Answering",
+  IEEE TNNLS; code `waizei/PositionalMCAN`): the same network with each
+  attention replaced by a positional one (Sec. III-A, Fig. 2): PWA in the
+  encoder (Sec. III-C), POA (Sec. III-D, Eqs. 13-14) and PMA (Sec. III-E)
+  in the decoder, the maps fused by Eq. 8; the head is Eqs. 1-3.
+
+The common interface of the library's VQA models (also `models.muan.MUAN`):
+`call(inputs)` with `inputs` a dict `{"question": int32 [B, T] (0 = pad),
+"regions": float32 [B, N, C], "boxes": float32 [B, N, 4] normalised [x1,
+y1, x2, y2] (zeros at padding), "region_mask": bool [B, N] (True =
+real)}` returns float32 logits `[B, num_answers]`; `attention_maps(inputs)`;
+`from_hparams(hparams, vocab_size, num_answers, *, word_vectors=None,
+seed=None)`. `build_vqa_model` dispatches on `hparams.architecture`.
+
+Hyper-parameter sets (`model_type="vqa"`): `mcan_small`, `mcan_large`,
+`mcan_pa_small`, and the CPU-sized `mcan_tiny`, `mcan_pa_tiny`. See
+docs/vqa.md.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_structattn import hparams as hparams_lib
+from keras_structattn.layers.attention_flattening import AttentionFlattening
+from keras_structattn.layers.blocks import LAYER_NORMS
+from keras_structattn.layers.blocks import check_sizes
+from keras_structattn.layers.blocks import layer_normalization
+from keras_structattn.layers.blocks import sub_seed
+from keras_structattn.layers.mcan_blocks import MCANGuidedAttentionBlock
+from keras_structattn.layers.mcan_blocks import MCANSelfAttentionBlock
+from keras_structattn.layers.positional_attention import FUSIONS
+from keras_structattn.layers.positional_attention import POA_VARIANTS
+from keras_structattn.layers.question_encoder import QuestionEncoder
+from keras_structattn.ops import _checks
+from keras_structattn.ops.box_geometry import box_position_features
+
+ARCHITECTURES = ("mcan", "mcan_pa", "muan")
+INPUT_KEYS = ("question", "regions", "boxes", "region_mask")
+WORD_POSITION_INITS = ("normal", "uniform")
+
+
+def check_vqa_inputs(inputs, model_name):
+    """Checks that `inputs` is the VQA input dict; returns its four values."""
+    if not isinstance(inputs, dict) or any(key not in inputs for key in INPUT_KEYS):
+        keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+        raise ValueError(
+            f"{model_name} takes a dict with keys {INPUT_KEYS} (question [B, T], regions "
+            f"[B, N, C], boxes [B, N, 4], region_mask [B, N]). Received: {keys}"
+        )
+    return tuple(inputs[key] for key in INPUT_KEYS)
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class MCAN(keras.Model):
+    """MCAN (encoder-decoder) for VQA; with `positional=True`, MCAN+PA.
+
+    Question: `QuestionEncoder` (embedding `word_dim`, trainable GloVe rows
+    when given, LSTM(d) over every step) -> `num_encoder_layers` SA blocks.
+    Regions: `Dense(d)` -> `num_decoder_layers` SGA blocks guided by the
+    last SA output. Head: `AttFlat` of each modality (padding masked),
+    `LN(f_question + f_regions)` (MCAN's layer norm; MCAN+PA's Eq. 2), then
+    `Dense(num_answers)`: float32 logits (MCAN+PA's Eq. 3 without the
+    sigmoid, which the loss applies).
+
+    With `positional=True` (MCAN+PA, Mao et al., 2022, Sec. III):
+    word positions are `Embedding(max_question_length, d)` of the word
+    index 0..T-1 (Sec. III-C; shared by PWA and PMA's keys, given once as
+    `[1, T, d]`); the regions' PMA query positions are `Dense(5 -> d)` of
+    the 5-d box feature `[x1, y1, x2, y2, area]` (Sec. III-E); POA reads
+    the boxes (Sec. III-D). Each SA is then PWA, each SGA is POA + PMA.
+
+    Padded words (id 0) and regions (`region_mask` False) are masked as
+    attention keys and in AttFlat; their own rows are computed and ignored,
+    as in MCAN's code. The LSTM runs over the padding after the words, so
+    the logits do not depend on what is in padded slots.
+
+    Initialisation: Keras defaults (Glorot uniform kernels, zero biases;
+    the LSTM's orthogonal recurrent kernel and unit forget bias), not the
+    PyTorch defaults of the MCAN code; word positions N(0, 1) as PyTorch's
+    `nn.Embedding` in the MCAN+PA code (`pa_word_position_init`).
+
+    Args:
+        vocab_size: question vocabulary size (0 = padding).
+        num_answers: the answer vocabulary size (3129 for VQA-v2).
+        hidden_size: d (512 small, 1024 large).
+        num_heads: 8.
+        filter_size: the FFN width (4d).
+        num_encoder_layers, num_decoder_layers: 6 and 6.
+        word_dim: the word embedding width (300: GloVe).
+        max_question_length: the longest question (14); the size of the
+            word-position table with `positional`.
+        flat_mlp_size, flat_glimpses, flat_output_size: AttFlat's MLP width
+            (512), glimpses (1) and output width (1024 small, 2048 large).
+        dropout: every dropout (attention weights, residuals, FFN, AttFlat):
+            0.1.
+        layer_norm: `"mcan"` (MCAN's: unbiased std plus epsilon) or
+            `"keras"`.
+        layer_norm_epsilon: 1e-6.
+        positional: MCAN+PA.
+        pa_fusion: the fusion of PWA and PMA: `"scaled_sum"` (Eq. 8),
+            `"relation_network"` (the paper's PA* ablation) or `"add"`.
+        pa_object_variant: POA's variant: `"paper"` (default), `"released"`
+            (the released code) or `"relation_network"`
+            (docs/positional_attention.md).
+        pa_object_fusion: None (the variant's fusion) or a fusion for POA.
+        pa_geometry_dim: POA's geometry embedding width (64).
+        pa_word_position_init: `"normal"` (N(0, 1), PyTorch's embedding
+            init in the released code) or `"uniform"` (Keras' +-0.05).
+        word_vectors: None, or a NumPy `[vocab_size, word_dim]` matrix of
+            initial embeddings (GloVe). Not in the config (the weights carry
+            the trained embeddings).
+        seed: int seed of the dropouts and of the question encoder's
+            initializers (other initial weights follow Keras' global seed,
+            `keras.utils.set_random_seed`).
+        **kwargs: `keras.Model` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: the VQA input dict (module docstring).
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `[B, num_answers]`.
+    """
+
+    model_type = "vqa"
+
+    def __init__(
+        self,
+        vocab_size,
+        num_answers,
+        *,
+        hidden_size=512,
+        num_heads=8,
+        filter_size=2048,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        word_dim=300,
+        max_question_length=14,
+        flat_mlp_size=512,
+        flat_glimpses=1,
+        flat_output_size=1024,
+        dropout=0.1,
+        layer_norm="mcan",
+        layer_norm_epsilon=1e-6,
+        positional=False,
+        pa_fusion="scaled_sum",
+        pa_object_variant="paper",
+        pa_object_fusion=None,
+        pa_geometry_dim=64,
+        pa_word_position_init="normal",
+        word_vectors=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_sizes(hidden_size, num_heads, filter_size, dropout=dropout)
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("num_answers", num_answers),
+            ("num_encoder_layers", num_encoder_layers),
+            ("num_decoder_layers", num_decoder_layers),
+            ("max_question_length", max_question_length),
+        ):
+            _checks.positive_int(name, value)
+        _checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
+        _checks.boolean("positional", positional)
+        _checks.one_of("pa_fusion", pa_fusion, FUSIONS)
+        _checks.one_of("pa_object_variant", pa_object_variant, tuple(POA_VARIANTS))
+        if pa_object_fusion is not None:
+            _checks.one_of("pa_object_fusion", pa_object_fusion, FUSIONS)
+        _checks.one_of("pa_word_position_init", pa_word_position_init, WORD_POSITION_INITS)
+        self._config = dict(
+            vocab_size=vocab_size, num_answers=num_answers, hidden_size=hidden_size,
+            num_heads=num_heads, filter_size=filter_size,
+            num_encoder_layers=num_encoder_layers, num_decoder_layers=num_decoder_layers,
+            word_dim=word_dim, max_question_length=max_question_length,
+            flat_mlp_size=flat_mlp_size, flat_glimpses=flat_glimpses,
+            flat_output_size=flat_output_size, dropout=float(dropout), layer_norm=layer_norm,
+            layer_norm_epsilon=float(layer_norm_epsilon), positional=positional,
+            pa_fusion=pa_fusion, pa_object_variant=pa_object_variant,
+            pa_object_fusion=pa_object_fusion, pa_geometry_dim=pa_geometry_dim,
+            pa_word_position_init=pa_word_position_init, seed=seed,
+        )
+        self.hidden_size = hidden_size
+        self.num_answers = num_answers
+        self.max_question_length = max_question_length
+        self.positional = positional
+        self.seed = seed
+        seeds = iter(range(101))
+
+        def next_seed():
+            return sub_seed(seed, next(seeds))
+
+        policy = dict(dtype=self.dtype_policy)
+        self.question_encoder = QuestionEncoder(
+            vocab_size, hidden_size, word_dim=word_dim, embeddings=word_vectors,
+            seed=next_seed(), name="question_encoder", **policy,
+        )
+        self.region_projection = keras.layers.Dense(
+            hidden_size, name="region_projection", **policy
+        )
+        block = dict(
+            filter_size=filter_size, dropout=dropout, positional=positional,
+            fusion=pa_fusion, layer_norm=layer_norm, layer_norm_epsilon=layer_norm_epsilon,
+            **policy,
+        )
+        self.encoder_blocks = [
+            MCANSelfAttentionBlock(
+                hidden_size, num_heads, seed=next_seed(), name=f"encoder_{i}", **block
+            )
+            for i in range(num_encoder_layers)
+        ]
+        self.decoder_blocks = [
+            MCANGuidedAttentionBlock(
+                hidden_size, num_heads, object_variant=pa_object_variant,
+                object_fusion=pa_object_fusion, geometry_dim=pa_geometry_dim,
+                seed=next_seed(), name=f"decoder_{i}", **block,
+            )
+            for i in range(num_decoder_layers)
+        ]
+        flat = dict(dropout=dropout, **policy)
+        self.question_flatten = AttentionFlattening(
+            flat_mlp_size, flat_glimpses, flat_output_size, seed=next_seed(),
+            name="question_flatten", **flat,
+        )
+        self.region_flatten = AttentionFlattening(
+            flat_mlp_size, flat_glimpses, flat_output_size, seed=next_seed(),
+            name="region_flatten", **flat,
+        )
+        self.fusion_norm = layer_normalization(
+            layer_norm, layer_norm_epsilon, name="fusion_norm", **policy
+        )
+        self.classifier = keras.layers.Dense(num_answers, name="classifier", **policy)
+        self.word_positions = self.box_projection = None
+        if positional:
+            if pa_word_position_init == "normal":
+                initializer = keras.initializers.RandomNormal(stddev=1.0, seed=next_seed())
+            else:
+                initializer = keras.initializers.RandomUniform(-0.05, 0.05, seed=next_seed())
+            self.word_positions = keras.layers.Embedding(
+                max_question_length, hidden_size, embeddings_initializer=initializer,
+                name="word_positions", **policy,
+            )
+            self.box_projection = keras.layers.Dense(
+                hidden_size, name="box_projection", **policy
+            )
+
+    # ------------------------------------------------------------ hparams
+
+    @classmethod
+    def from_hparams(cls, hparams, vocab_size, num_answers, *, word_vectors=None, seed=None):
+        """The model of an `mcan_*` / `mcan_pa_*` hparams set.
+
+        Args:
+            hparams: a `keras_structattn.hparams.HParams` with
+                `model_type="vqa"` and `architecture` "mcan" or "mcan_pa".
+            vocab_size: the question vocabulary size.
+            num_answers: the answer vocabulary size.
+            word_vectors: optional `[vocab_size, word_dim]` GloVe rows.
+            seed: int seed (see the class).
+
+        Returns:
+            An unbuilt `MCAN`.
+        """
+        if hparams.model_type != "vqa" or hparams.architecture not in ("mcan", "mcan_pa"):
+            raise ValueError(
+                "MCAN.from_hparams expects a vqa hparams set with architecture 'mcan' or "
+                f"'mcan_pa'. Received: model_type={hparams.model_type!r}, "
+                f"architecture={hparams.architecture!r}"
+            )
+        values = {name: getattr(hparams, name) for name in _MODEL_HPARAMS}
+        values["pa_object_fusion"] = values["pa_object_fusion"] or None
+        return cls(
+            vocab_size, num_answers, positional=hparams.architecture == "mcan_pa",
+            word_vectors=word_vectors, seed=seed, **values,
+        )
+
+    # -------------------------------------------------------------- Keras
+
+    def build(self, input_shape):
+        shapes = {key: tuple(input_shape[key]) for key in INPUT_KEYS}
+        batch, length = shapes["question"]
+        regions = shapes["regions"]
+        if len(regions) != 3 or regions[-1] is None:
+            raise ValueError(
+                f"MCAN takes regions [B, N, C] with a known C. Received: {regions}"
+            )
+        self._check_length(length)
+        d = self.hidden_size
+        words, objects = (batch, length, d), (regions[0], regions[1], d)
+        self.question_encoder.build((batch, length))
+        self.region_projection.build(regions)
+        for block in self.encoder_blocks:
+            block.build(words)
+        for block in self.decoder_blocks:
+            block.build(objects, words)
+        self.question_flatten.build(words)
+        self.region_flatten.build(objects)
+        flat = (batch, self.question_flatten.output_size)
+        self.fusion_norm.build(flat)
+        self.classifier.build(flat)
+        if self.positional:
+            self.word_positions.build((length,))
+            self.box_projection.build((regions[0], regions[1], 5))
+        self.built = True
+
+    def _check_length(self, length):
+        if length is not None and length > self.max_question_length:
+            raise ValueError(
+                f"Questions of {length} tokens are longer than max_question_length="
+                f"{self.max_question_length} (the word-position table of MCAN+PA; truncate "
+                "them, as MCAN does, or raise max_question_length)."
+            )
+
+    def _forward(self, inputs, training=None, return_maps=False):
+        question, regions, boxes, region_mask = check_vqa_inputs(inputs, "MCAN")
+        self._check_length(question.shape[1])
+        question_mask = self.question_encoder.question_mask(question)
+        region_mask = ops.cast(region_mask, "bool")
+        words = self.question_encoder(question, training=training)
+        objects = self.region_projection(regions)
+        encoder, decoder = {}, {}
+        if self.positional:
+            length = ops.shape(question)[1]
+            word_positions = self.word_positions(ops.arange(length))[None]  # [1, T, d]
+            box_features = box_position_features(boxes)  # [B, N, 5] float32
+            encoder = dict(positions=word_positions)
+            decoder = dict(
+                boxes=ops.cast(boxes, "float32"),
+                positions=self.box_projection(box_features),
+                guide_positions=word_positions,
+            )
+        for block in self.encoder_blocks:
+            words = block(words, question_mask, training=training, **encoder)
+        for block in self.decoder_blocks:
+            objects = block(objects, words, region_mask, question_mask, training=training,
+                            **decoder)
+        question_summary, question_weights = self.question_flatten(
+            words, question_mask, training=training, return_attention_scores=True
+        )
+        region_summary, region_weights = self.region_flatten(
+            objects, region_mask, training=training, return_attention_scores=True
+        )
+        fused = self.fusion_norm(question_summary + region_summary)
+        logits = ops.cast(self.classifier(fused), "float32")
+        if return_maps:
+            return logits, question_weights, region_weights
+        return logits
+
+    def call(self, inputs, training=None):
+        return self._forward(inputs, training=training)
+
+    def attention_maps(self, inputs):
+        """AttFlat's weights, for pictures.
+
+        Args:
+            inputs: the VQA input dict.
+
+        Returns:
+            A dict of NumPy float32 arrays: `"region_weights"` `[B, N]` and
+            `"question_weights"` `[B, T]`, the AttFlat weights of the regions
+            and of the words, averaged over the glimpses (zeros at padding).
+        """
+        _, question_weights, region_weights = self._forward(
+            inputs, training=False, return_maps=True
+        )
+        return {
+            "region_weights": np.asarray(ops.convert_to_numpy(ops.mean(region_weights, -1))),
+            "question_weights": np.asarray(
+                ops.convert_to_numpy(ops.mean(question_weights, -1))
+            ),
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self._config)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+# The constructor's hyper-parameters read from an hparams set.
+_MODEL_HPARAMS = (
+    "hidden_size", "num_heads", "filter_size", "num_encoder_layers", "num_decoder_layers",
+    "word_dim", "max_question_length", "flat_mlp_size", "flat_glimpses", "flat_output_size",
+    "dropout", "layer_norm", "layer_norm_epsilon", "pa_fusion", "pa_object_variant",
+    "pa_object_fusion", "pa_geometry_dim", "pa_word_position_init",
+)
+
+
+def build_vqa_model(hparams, vocab_size, num_answers, *, word_vectors=None, seed=None):
+    """The VQA model of an hparams set, by `hparams.architecture`.
+
+    Args:
+        hparams: a `model_type="vqa"` `HParams` with `architecture` in
+            ("mcan", "mcan_pa", "muan").
+        vocab_size: the question vocabulary size.
+        num_answers: the answer vocabulary size.
+        word_vectors: optional `[vocab_size, word_dim]` initial embeddings.
+        seed: int seed.
+
+    Returns:
+        An unbuilt `keras.Model` with the VQA interface (module docstring).
+    """
+    _checks.one_of("architecture", hparams.architecture, ARCHITECTURES)
+    if hparams.architecture == "muan":
+        from models.muan import MUAN  # noqa: PLC0415 (MUAN's module imports this one's users)
+
+        model_class = MUAN
+    else:
+        model_class = MCAN
+    return model_class.from_hparams(
+        hparams, vocab_size, num_answers, word_vectors=word_vectors, seed=seed
+    )
+
+
+# ----------------------------------------------------------------- hparams
+
+
+def vqa_training_defaults(**changes):
+    """Training and data hyper-parameters every VQA set carries.
+
+    MCAN's (B.5 of the specs; MCAN code `cfgs/base_cfgs.py`): Adam (0.9,
+    0.98, 1e-9), batch 64, 13 epochs, the rate at 1/4, 2/4, 3/4 of the base
+    over 3 warm-up epochs, x0.2 at the start of epochs 10 and 12
+    (`keras_structattn.schedules.StepWarmupDecay`); questions of up to 14
+    tokens, up to 100 regions of 2048-d features.
+
+    Args:
+        **changes: values replacing the defaults.
+
+    Returns:
+        A dict, to merge into a set's `HParams(...)`.
+    """
+    values = dict(
+        learning_rate=1e-4,
+        optimizer_adam_beta1=0.9,
+        optimizer_adam_beta2=0.98,
+        optimizer_adam_epsilon=1e-9,
+        batch_size=64,
+        epochs=13,
+        warmup_epochs=3,
+        decay_epochs="10,12",
+        decay_rate=0.2,
+        max_question_length=14,
+        max_regions=100,
+        feature_dim=2048,
+    )
+    values.update(changes)
+    return values
+
+
+def mcan_hparams(architecture="mcan", **changes):
+    """MCAN-small's `HParams` (with the MCAN+PA fields), `changes` applied."""
+    values = dict(
+        model_type="vqa",
+        architecture=architecture,
+        hidden_size=512,
+        num_heads=8,
+        filter_size=2048,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        word_dim=300,
+        flat_mlp_size=512,
+        flat_glimpses=1,
+        flat_output_size=1024,
+        dropout=0.1,
+        layer_norm="mcan",
+        layer_norm_epsilon=1e-6,
+        pa_fusion="scaled_sum",
+        pa_object_variant="paper",
+        pa_object_fusion="",  # "": the variant's fusion
+        pa_geometry_dim=64,
+        pa_word_position_init="normal",
+        **vqa_training_defaults(),
+    )
+    return hparams_lib.HParams(**values).override(**changes)
+
+
+_LARGE = dict(hidden_size=1024, filter_size=4096, flat_output_size=2048, learning_rate=5e-5)
+_TINY = dict(
+    hidden_size=64, num_heads=4, filter_size=256, num_encoder_layers=2,
+    num_decoder_layers=2, word_dim=64, flat_mlp_size=64, flat_output_size=128,
+    learning_rate=1e-3, warmup_epochs=1, feature_dim=32, max_regions=16,
+)
+
+
+@hparams_lib.register("mcan_small")
+def mcan_small():
+    """MCAN-small (Yu et al., 2019): d 512, 8 heads, 6 + 6 layers."""
+    return mcan_hparams()
+
+
+@hparams_lib.register("mcan_large")
+def mcan_large():
+    """MCAN-large: d 1024, FFN 4096, AttFlat output 2048, rate 5e-5 (the
+    MCAN code's; it also accumulates gradients over 2 batches of 64)."""
+    return mcan_hparams(**_LARGE)
+
+
+@hparams_lib.register("mcan_pa_small")
+def mcan_pa_small():
+    """MCAN+PA (Mao et al., 2022) on MCAN-small."""
+    return mcan_hparams("mcan_pa")
+
+
+@hparams_lib.register("mcan_tiny")
+def mcan_tiny():
+    """A CPU-sized MCAN (d 64, 4 heads, 2 + 2 layers)."""
+    return mcan_hparams(**_TINY)
+
+
+@hparams_lib.register("mcan_pa_tiny")
+def mcan_pa_tiny():
+    """A CPU-sized MCAN+PA (d 64, 4 heads, 2 + 2 layers)."""
+    return mcan_hparams("mcan_pa", **_TINY)
