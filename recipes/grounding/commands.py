@@ -198,7 +198,7 @@ def train(args):
             beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
             epsilon=hparams.optimizer_adam_epsilon),
         loss={"scores": grounding.RankLoss(), "box_deltas": grounding.BoxRegressionLoss()},
-        loss_weights={"scores": 1.0, "box_deltas": hparams.regression_weight},
+        loss_weights={"scores": hparams.rank_weight, "box_deltas": hparams.regression_weight},
         jit_compile=_vl.jit_flag(args),
     )
     print(f"[model] MUAN grounding: {model.count_params():,} parameters")
