@@ -213,6 +213,22 @@ def execute(parser, argv, run, check=None):
         _results = previous
 
 
+def run_commands_of(package):
+    """`run(args)` of a recipe package: imports `<package>.commands` (the
+    heavy part: TensorFlow, the models) only once the flags are checked,
+    and runs its `run(args)`.
+
+    Args:
+        package: the recipe's package name (`__name__` of its `__init__`).
+    """
+    def run(args):
+        import importlib
+
+        return importlib.import_module(f"{package}.commands").run(args)
+
+    return run
+
+
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
     print(f"warning: {message}", file=sys.stderr, flush=True)
 

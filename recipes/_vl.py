@@ -63,6 +63,31 @@ def resolve_run(args, given, defaults, model_type, default_set):
     return run, settings, hparams
 
 
+def decay_epochs(hparams):
+    """`hparams.decay_epochs` ("10,12") as ints; a bad value is a usage error."""
+    try:
+        return [int(e) for e in str(hparams.decay_epochs).split(",") if e.strip()]
+    except ValueError:
+        raise _cli.UsageError(f"hparams decay_epochs must be comma-separated epochs, e.g. "
+                              f"10,12; got {hparams.decay_epochs!r}") from None
+
+
+def read_word_vectors(path, vocab):
+    """The embedding matrix `[vocab_size, dim]` of the question words from a
+    GloVe-format file; words it lacks (and the reserved ids) get small
+    random rows, counted."""
+    from keras_structattn.data.word_vectors import read_word_vectors as read
+
+    words = [vocab.id_to_word(i) for i in range(vocab.vocab_size)]
+    matrix, found = read(path, words)
+    missing = ~np.asarray(found)
+    rng = np.random.default_rng(0)
+    matrix[missing] = rng.normal(0.0, 0.1, (int(missing.sum()), matrix.shape[1]))
+    print(f"[data] word vectors {path}: {int(np.sum(found))} of {len(words)} "
+          f"words found ({matrix.shape[1]}-d); the others start random")
+    return matrix.astype("float32")
+
+
 def open_regions(path):
     """The region feature store of a file or folder (`open_features`)."""
     return image_features.open_features(path, "regions")
@@ -160,6 +185,25 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
                                   keep=args.keep_checkpoints),
                    keras.callbacks.TerminateOnNaN()],
         verbose=args.verbose,
+    )
+
+
+def compile_model(model, hparams, per_epoch, args, **compile_args):
+    """`model.compile` with MCAN's optimiser: Adam at `hparams.learning_rate`
+    under `StepWarmupDecay` (warm-up epochs, then x decay_rate at the
+    decay epochs: the MCAN code's schedule, docs/vqa.md), with the
+    --jit setting; `compile_args` are the loss, metrics, ..."""
+    from keras_structattn.schedules import StepWarmupDecay
+
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            StepWarmupDecay(hparams.learning_rate, per_epoch,
+                            warmup_epochs=hparams.warmup_epochs,
+                            decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate),
+            beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
+            epsilon=hparams.optimizer_adam_epsilon),
+        jit_compile=jit_flag(args),
+        **compile_args,
     )
 
 

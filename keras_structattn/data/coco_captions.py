@@ -27,13 +27,14 @@ NumPy and the standard library only.
 """
 
 import dataclasses
-import json
 import operator
 import os
 import re
 
 import numpy as np
 
+from keras_structattn.data.json_files import load_json
+from keras_structattn.data.json_files import top_list
 from keras_structattn.ops import _checks
 from keras_structattn.tokens import EOS_ID
 from keras_structattn.tokens import PAD_ID
@@ -218,38 +219,6 @@ def read_split_list(path):
     return SplitList(name, ids, names)
 
 
-def _load_json(path):
-    """The parsed JSON of `path`; errors name the file and the line."""
-    name = os.fspath(path)
-    if not os.path.isfile(name):
-        raise FileNotFoundError(f"No such caption file: {name!r}")
-    with open(name, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{name}: not valid UTF-8 ({e}).") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f"{name}, line {e.lineno}: not valid JSON ({e.msg}, column {e.colno})."
-        ) from None
-
-
-def _list_field(name, data, key, what):
-    if not isinstance(data, dict):
-        raise ValueError(
-            f"{name}: expected a JSON object with an {key!r} list ({what}); "
-            f"found a JSON {type(data).__name__}."
-        )
-    if key not in data:
-        raise ValueError(f"{name}: missing key {key!r} ({what}); keys: {sorted(data)[:10]}.")
-    if not isinstance(data[key], list):
-        raise ValueError(f"{name}: {key!r} must be a list; found {type(data[key]).__name__}.")
-    return data[key]
-
-
 def _int_id(name, where, value, key):
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(
@@ -320,7 +289,8 @@ def read_karpathy(path, *, tokenize=None, images_without_captions="error"):
     _check_tokenize(tokenize)
     _checks.one_of("images_without_captions", images_without_captions, IMAGES_WITHOUT_CAPTIONS)
     name = os.fspath(path)
-    images = _list_field(name, _load_json(name), "images", "Karpathy's caption splits")
+    images = top_list(name, load_json(name, "Karpathy's caption splits"), "images",
+                      "Karpathy's caption splits")
     report = CaptionReport(name, images_in_file=len(images))
     splits = {}
     seen = {}
@@ -452,9 +422,9 @@ def read_coco_captions(
     _checks.one_of("images_without_captions", images_without_captions, IMAGES_WITHOUT_CAPTIONS)
     tokenize = default_tokenize if tokenize is None else tokenize
     name = os.fspath(path)
-    data = _load_json(name)
-    images = _list_field(name, data, "images", "COCO captions")
-    annotations = _list_field(name, data, "annotations", "COCO captions")
+    data = load_json(name, "COCO captions")
+    images = top_list(name, data, "images", "COCO captions")
+    annotations = top_list(name, data, "annotations", "COCO captions")
     records, index_of = [], {}
     for index, entry in enumerate(images):
         where = f"images[{index}]"

@@ -26,10 +26,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from keras_structattn.data.json_files import load_json
 from keras_structattn.data.vqa import _field
 from keras_structattn.data.vqa import _Invalid
 from keras_structattn.data.vqa import _skip_or_raise
-from keras_structattn.data.vqa import load_json
 from keras_structattn.data.vqa import tokenize_question
 from keras_structattn.ops import _checks
 
@@ -351,7 +351,7 @@ def box_iou(boxes_a, boxes_b):
     return _iou(a[:, None, :], b[None, :, :]).astype(np.float32)
 
 
-def grounding_targets(region_boxes, region_mask, gt_box):
+def grounding_targets(region_boxes, region_mask, gt_box, *, target="iou", threshold=0.5):
     """Region targets of referring expressions: IoU with the target box.
 
     Each real region's target is its IoU with the ground-truth box,
@@ -368,6 +368,14 @@ def grounding_targets(region_boxes, region_mask, gt_box):
             get 0 everywhere).
         gt_box: `[4]` or `[B, 4]`, in the same frame as `region_boxes` (use
             `RefExpression.normalized_box()` with `region_batch` boxes).
+        target: "iou" (above: the IoUs normalised to sum to 1, the
+            default) or "paper": MUAN's Sec. III-B (arXiv:1908.04107,
+            after Eq. 12): `s*_i` = the IoU if it is above `threshold`,
+            else 0, then a softmax over the real regions. A softmax of
+            values in [0, 1] is nearly flat (the best of 8 proposals gets at
+            most e / (e + 7) = 0.28, of 100 at most 0.027), which is why it
+            is not the default (docs/grounding.md).
+        threshold: the IoU threshold eta of `target="paper"`.
 
     Returns:
         A dict of NumPy arrays, with a leading `B` axis only for batched
@@ -418,7 +426,14 @@ def grounding_targets(region_boxes, region_mask, gt_box):
     best = np.asarray(order, np.int32)
     total = iou.sum(axis=1, keepdims=True)
     one_hot = np.eye(boxes.shape[1])[best]
-    target = np.where(total > 0, iou / np.where(total > 0, total, 1.0), one_hot)
+    if target == "paper":
+        kept = np.where(mask, np.where(iou > threshold, iou, 0.0), -np.inf)
+        exp = np.where(mask, np.exp(kept - kept.max(axis=1, keepdims=True)), 0.0)
+        target = exp / exp.sum(axis=1, keepdims=True)
+    elif target == "iou":
+        target = np.where(total > 0, iou / np.where(total > 0, total, 1.0), one_hot)
+    else:
+        raise ValueError(f"Argument `target` must be 'iou' or 'paper'. Received: {target!r}")
     out = {
         "iou": iou.astype(np.float32),
         "target_distribution": target.astype(np.float32),

@@ -38,6 +38,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from keras_structattn.data.json_files import load_json
+from keras_structattn.data.json_files import top_list
 from keras_structattn.ops import _checks
 from keras_structattn.tokens import PAD_ID
 
@@ -104,51 +106,6 @@ def tokenize_question(text):
     if not isinstance(text, str):
         raise ValueError(f"Argument `text` must be a str. Received: text={text!r:.80}")
     return _DELETED.sub("", text.lower()).replace("-", " ").replace("/", " ").split()
-
-
-def load_json(path, what):
-    """The parsed JSON of `path`; errors name the file (and line).
-
-    Args:
-        path: the file.
-        what: what the file should hold, for the messages ("VQA questions").
-
-    Returns:
-        The parsed value.
-
-    Raises:
-        FileNotFoundError: if the file is missing.
-        ValueError: naming the file and line, for invalid UTF-8 or JSON.
-    """
-    name = os.fspath(path)
-    if not os.path.isfile(name):
-        raise FileNotFoundError(f"No such {what} file: {name!r}")
-    with open(name, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{name}: not valid UTF-8 ({e}).") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f"{name}, line {e.lineno}: not valid JSON ({e.msg}, column {e.colno}); "
-            f"expected {what}."
-        ) from None
-
-
-def _top_list(name, data, key, what):
-    if not isinstance(data, dict):
-        raise ValueError(
-            f"{name}: expected a JSON object with a {key!r} list ({what}); "
-            f"found a JSON {type(data).__name__}."
-        )
-    if key not in data:
-        raise ValueError(f"{name}: missing key {key!r} ({what}); keys: {sorted(data)[:10]}.")
-    if not isinstance(data[key], list):
-        raise ValueError(f"{name}: {key!r} must be a list; found {type(data[key]).__name__}.")
-    return data[key]
 
 
 def _field(where, entry, key, kind):
@@ -244,7 +201,7 @@ def read_vqa(questions_path, annotations_path=None, *, skip_invalid=False):
     """
     _checks.boolean("skip_invalid", skip_invalid)
     name = os.fspath(questions_path)
-    questions = _top_list(name, load_json(name, "VQA questions"), "questions", "VQA questions")
+    questions = top_list(name, load_json(name, "VQA questions"), "questions", "VQA questions")
     report = collections.Counter(questions_in_file=len(questions))
     parsed = {}  # question id -> (question index, image id, question)
     for index, entry in enumerate(questions):
@@ -265,7 +222,7 @@ def read_vqa(questions_path, annotations_path=None, *, skip_invalid=False):
     annotated = None
     if annotations_path is not None:
         aname = os.fspath(annotations_path)
-        annotations = _top_list(
+        annotations = top_list(
             aname, load_json(aname, "VQA annotations"), "annotations", "VQA annotations"
         )
         report["annotations_in_file"] = len(annotations)

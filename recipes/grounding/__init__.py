@@ -43,7 +43,7 @@ from recipes import _world
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "grounding_shapes_world")
 COMMANDS = ("train", "evaluate", "predict", "visualize")
 RUN_COMMANDS = ("evaluate", "predict", "visualize")
-RUN_DEFAULTS = dict(hparams_set=None, seed=1)
+RUN_DEFAULTS = dict(hparams_set=None, seed=1, target="iou", iou_threshold=0.5)
 WORLD_SET, PAPER_SET = "muan_grounding_tiny", "muan_grounding_base"
 
 
@@ -63,6 +63,12 @@ def build_parser():
     run.add_argument("--hparams", default="",
                      help='comma-separated overrides, e.g. "num_layers=2,qk_gate=False"')
     run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
+    run.add_argument("--target", choices=("iou", "paper"), default=None,
+                     help="the ranking target over the proposals: their IoU with the referred "
+                     "box normalised to sum to 1 (default), or the paper's softmax of the IoUs "
+                     "above --iou_threshold (docs/grounding.md)")
+    run.add_argument("--iou_threshold", type=_cli.unit_interval, default=None,
+                     help="--target paper: IoUs at or below it count as 0 (default 0.5)")
 
     data = parser.add_argument_group("data (default: generated Shapes world)")
     data.add_argument("--refs", type=_cli.input_file,
@@ -132,9 +138,5 @@ def main(argv=None):
     Returns:
         What the command returns (used by tests).
     """
-    def run(args):
-        from recipes.grounding import commands
-
-        return commands.run(args)
-
-    return _cli.execute(build_parser(), argv, run, check=check_args)
+    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
+                        check=check_args)

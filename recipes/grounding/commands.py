@@ -18,7 +18,6 @@ from keras_structattn.data import refcoco  # noqa: E402
 from keras_structattn.data.vqa import question_batch  # noqa: E402
 from keras_structattn.data.vqa import records_report  # noqa: E402
 from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
-from keras_structattn.schedules import StepWarmupDecay  # noqa: E402
 from models.muan import MUANGrounding  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
@@ -53,8 +52,10 @@ class Split:
         self.image_ids = [r.image_id for r in records]
         self.gt_boxes = np.stack([r.normalized_box() for r in records]) if records else None
 
-    def encode(self, vocab, hparams):
+    def encode(self, vocab, hparams, settings=None):
         self.hparams = hparams
+        self.target = dict(target="iou", threshold=0.5) if settings is None else dict(
+            target=settings["target"], threshold=settings["iou_threshold"])
         self.expressions = question_batch([r.tokens for r in self.records], vocab,
                                           hparams.max_expression_length)
         return self
@@ -73,7 +74,8 @@ class Split:
         packed regression targets [B, N, 5]})` of the expressions `rows`."""
         inputs = self.inputs(rows)
         gt = self.gt_boxes[rows]
-        targets = refcoco.grounding_targets(inputs["boxes"], inputs["region_mask"], gt)
+        targets = refcoco.grounding_targets(inputs["boxes"], inputs["region_mask"], gt,
+                                            **self.target)
         # Eq. 13 averages over the n proposals: every real one is regressed.
         packed = grounding.regression_targets_numpy(
             inputs["boxes"], gt, inputs["region_mask"].astype("float32"))
@@ -122,7 +124,8 @@ def load_splits(args, needed):
 
 def resolve_run(args):
     return _vl.resolve_run(
-        args, dict(hparams_set=args.hparams_set), RUN_DEFAULTS, "grounding",
+        args, dict(hparams_set=args.hparams_set, target=args.target,
+                   iou_threshold=args.iou_threshold), RUN_DEFAULTS, "grounding",
         lambda s: PAPER_SET if data_flags_given(args) else WORLD_SET)
 
 
@@ -143,16 +146,15 @@ def prepare_run(args, run, settings, hparams, train_split):
         vocab = WordVocab.load(run.file(VOCAB))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
     else:
-        from recipes.vqa.commands import read_word_vectors
-
         vocab = WordVocab.build([r.tokens for r in train_split.records], min_count=1)
         if args.word_vectors:
-            word_vectors = read_word_vectors(args.word_vectors, vocab)
+            word_vectors = _vl.read_word_vectors(args.word_vectors, vocab)
         fitted = [f"max_regions={_vl.max_regions_of(train_split.store, hparams.max_regions)}",
                   f"feature_dim={int(train_split.store.feature_dim)}"]
         if word_vectors is not None:
             fitted.append(f"word_dim={word_vectors.shape[1]}")
         hparams = _vl.usage(hparams.parse(",".join(fitted)).parse, args.hparams)
+        _vl.decay_epochs(hparams)  # checked before the run is written
     print(f"[hparams] {settings['hparams_set']}: {hparams}")
     keras.utils.set_random_seed(settings["seed"])
     model = build_model(hparams, vocab, word_vectors, settings["seed"])
@@ -187,24 +189,16 @@ def train(args):
                                         splits[args.train_split])
     batch_size = args.batch_size or hparams.batch_size
     epochs = args.epochs or hparams.epochs
-    train_set = splits[args.train_split].encode(vocab, hparams)
+    train_set = splits[args.train_split].encode(vocab, hparams, settings)
     per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
-    decay_epochs = [int(e) for e in str(hparams.decay_epochs).split(",") if e.strip()]
-    model.compile(
-        optimizer=keras.optimizers.Adam(
-            StepWarmupDecay(hparams.learning_rate, per_epoch,
-                            warmup_epochs=hparams.warmup_epochs, decay_epochs=decay_epochs,
-                            decay_rate=hparams.decay_rate),
-            beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-            epsilon=hparams.optimizer_adam_epsilon),
+    _vl.compile_model(
+        model, hparams, per_epoch, args,
         loss={"scores": grounding.RankLoss(), "box_deltas": grounding.BoxRegressionLoss()},
-        loss_weights={"scores": hparams.rank_weight, "box_deltas": hparams.regression_weight},
-        jit_compile=_vl.jit_flag(args),
-    )
+        loss_weights={"scores": hparams.rank_weight, "box_deltas": hparams.regression_weight})
     print(f"[model] MUAN grounding: {model.count_params():,} parameters")
     validation = None
     if args.val_split in splits:
-        val_set = splits[args.val_split].encode(vocab, hparams)
+        val_set = splits[args.val_split].encode(vocab, hparams, settings)
         validation = _vl.OrderedBatches(min(len(val_set), 2000), batch_size, val_set.batch)
     print(f"[train] {len(train_set)} expressions, {per_epoch} batches of {batch_size} per "
           f"epoch, {epochs} epochs")

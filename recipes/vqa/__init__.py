@@ -175,9 +175,5 @@ def main(argv=None):
     Returns:
         What the command returns (used by tests).
     """
-    def run(args):
-        from recipes.vqa import commands
-
-        return commands.run(args)
-
-    return _cli.execute(build_parser(), argv, run, check=check_args)
+    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
+                        check=check_args)

@@ -21,7 +21,6 @@ from keras_structattn.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
 from keras_structattn.metrics import evaluate_vqa  # noqa: E402
 from keras_structattn.metrics import prepare_answer  # noqa: E402
 from keras_structattn.metrics import write_vqa_scores_json  # noqa: E402
-from keras_structattn.schedules import StepWarmupDecay  # noqa: E402
 from models import vqa as vqa_models  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
@@ -139,7 +138,9 @@ def new_hparams(args, settings, hparams, train_split, word_dim):
     fitted = [f"max_regions={_vl.max_regions_of(train_split.store, hparams.max_regions)}"]
     if word_dim is not None:
         fitted.append(f"word_dim={word_dim}")
-    return _vl.usage(hparams.parse(",".join(fitted)).parse, args.hparams)
+    hparams = _vl.usage(hparams.parse(",".join(fitted)).parse, args.hparams)
+    _vl.decay_epochs(hparams)  # checked before the run is written
+    return hparams
 
 
 def build_model(hparams, question_vocab, answers, word_vectors=None, seed=None):
@@ -172,7 +173,7 @@ def prepare_run(args, run, settings, hparams, train_split):
             [r.multiple_choice_answer for r in train_split.records],
             min_count=settings["min_answer_count"], normalize=prepare_answer)
         if args.word_vectors:
-            word_vectors = read_word_vectors(args.word_vectors, question_vocab)
+            word_vectors = _vl.read_word_vectors(args.word_vectors, question_vocab)
         hparams = new_hparams(args, settings, hparams, train_split,
                               None if word_vectors is None else word_vectors.shape[1])
         hparams = hparams.parse(f"feature_dim={int(train_split.store.feature_dim)}")
@@ -185,22 +186,6 @@ def prepare_run(args, run, settings, hparams, train_split):
         print(f"[run] new run in {args.output_dir}: {question_vocab.vocab_size} word ids, "
               f"{len(answers)} answers (seen >= {settings['min_answer_count']} times)")
     return question_vocab, answers, hparams, model
-
-
-def read_word_vectors(path, question_vocab):
-    """The embedding matrix `[vocab_size, dim]` of the question words from a
-    GloVe-format file; words it lacks (and the reserved ids) get small
-    random rows, counted."""
-    from keras_structattn.data.word_vectors import read_word_vectors as read
-
-    words = [question_vocab.id_to_word(i) for i in range(question_vocab.vocab_size)]
-    matrix, found = read(path, words)
-    missing = ~np.asarray(found)
-    rng = np.random.default_rng(0)
-    matrix[missing] = rng.normal(0.0, 0.1, (int(missing.sum()), matrix.shape[1]))
-    print(f"[data] word vectors {path}: {int(np.sum(found))} of {len(words)} question "
-          f"words found ({matrix.shape[1]}-d); the others start random")
-    return matrix.astype("float32")
 
 
 def load_trained(args):
@@ -273,18 +258,8 @@ def train(args):
     epochs = args.epochs or hparams.epochs
     train_set = Encoded(splits["train"], question_vocab, hparams, answers)
     per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
-    decay_epochs = [int(e) for e in str(hparams.decay_epochs).split(",") if e.strip()]
-    model.compile(
-        optimizer=keras.optimizers.Adam(
-            StepWarmupDecay(hparams.learning_rate, per_epoch,
-                            warmup_epochs=hparams.warmup_epochs, decay_epochs=decay_epochs,
-                            decay_rate=hparams.decay_rate),
-            beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-            epsilon=hparams.optimizer_adam_epsilon),
-        loss=SoftTargetBinaryCrossEntropy(),
-        metrics=[soft_accuracy],
-        jit_compile=_vl.jit_flag(args),
-    )
+    _vl.compile_model(model, hparams, per_epoch, args,
+                      loss=SoftTargetBinaryCrossEntropy(), metrics=[soft_accuracy])
     print(f"[model] {settings['model']}: {model.count_params():,} parameters")
     validation = None
     if "val" in splits:

@@ -164,3 +164,20 @@ def test_grounding_accuracy_threshold_is_strict():
     assert correct.tolist() == [False, True, False] and accuracy == pytest.approx(1 / 3)
     accuracy, correct = grounding_accuracy(pred, gt, strict=False)
     assert correct.tolist() == [True, True, False]
+
+
+def test_paper_target_is_a_softmax_of_the_thresholded_iou():
+    """MUAN Sec. III-B: s* = IoU above eta else 0, softmax over the real regions."""
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 6], [20, 20, 30, 30], [0, 0, 1, 1]], float)
+    mask = np.array([True, True, True, False])
+    gt = np.array([0, 0, 10, 10], float)
+    got = grounding_targets(boxes, mask, gt, target="paper", threshold=0.5)
+    # IoUs: 1.0, 0.6, 0.0 (and padding); all above 0.5 kept but the third.
+    expected = np.exp([1.0, 0.6, 0.0])
+    expected /= expected.sum()
+    np.testing.assert_allclose(got["target_distribution"][:3], expected, rtol=1e-6)
+    assert got["target_distribution"][3] == 0
+    high = grounding_targets(boxes, mask, gt, target="paper", threshold=0.7)
+    expected = np.exp([1.0, 0.0, 0.0])
+    np.testing.assert_allclose(high["target_distribution"][:3], expected / expected.sum(),
+                               rtol=1e-6)

@@ -1,6 +1,10 @@
-"""Fixtures of the recipe tests: a tiny translation corpus and its flags."""
+"""Fixtures of the recipe tests: a tiny translation corpus and its flags,
+and killing a training command mid-run."""
 
 import os
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -42,3 +46,16 @@ def flags(data, out, *extra):
         "--test_tsv", data["test"], "--beam_size", "2", "--extra_length", "4",
         "--decode_batch_size", "8", "--verbose", "0", *extra,
     ]
+
+
+def kill_at_checkpoint(command, checkpoint, env, timeout=300):
+    """Runs `command` from the repository root and SIGKILLs it as soon as
+    `checkpoint` exists (asserting that it was reached)."""
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while not checkpoint.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert checkpoint.exists(), "the run did not reach its first checkpoint"
+    process.send_signal(signal.SIGKILL)
+    process.wait()

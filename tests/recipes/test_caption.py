@@ -9,10 +9,8 @@ resume it, and feed the loaders broken files through the command line.
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
@@ -20,6 +18,7 @@ import pytest
 
 from recipes import caption
 from tests.recipes.conftest import ROOT
+from tests.recipes.conftest import kill_at_checkpoint
 from tests.recipes.test_translate_cli import ENV
 from tests.recipes.test_translate_cli import assert_error
 
@@ -151,15 +150,8 @@ def test_killed_run_resumes_to_the_same_weights(trained, tmp_path):
     command = [sys.executable, "-m", "recipes.caption", "train",
                *flags(out, "--train_steps", "2", "--scst_steps", "2",
                       "--steps_per_checkpoint", "1", "--jit", "off", "--no_eval")]
-    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
     first = out / "checkpoints" / "ckpt-0001.weights.h5"
-    deadline = time.time() + 300
-    while not first.exists() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
-    assert first.exists(), "the run did not reach its first checkpoint"
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    kill_at_checkpoint(command, first, ENV)
     result = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -53,6 +53,17 @@ def test_evaluate_scores_iou_above_one_half_next_to_the_baseline(trained, capsys
     assert summary["accuracy"] == pytest.approx(100 * np.mean(correct), abs=1e-6)
 
 
+def test_the_papers_target_is_a_run_setting(trained, tmp_path, capsys):
+    out = tmp_path / "paper"
+    import shutil
+
+    shutil.copytree(trained / "shapes_world", out / "shapes_world")
+    grounding.main(["train", *flags(out, "--epochs", "1", "--no_eval", "--target", "paper")])
+    assert json.loads((out / "run.json").read_text())["target"] == "paper"
+    with pytest.raises(Exception, match="--target iou .the run has paper."):
+        grounding.main(["train", *flags(out, "--target", "iou")])
+
+
 def test_predict_and_visualize(trained, tmp_path, capsys):
     out = tmp_path / "boxes.json"
     results = grounding.main(["predict", *flags(trained, "--output_file", str(out))])

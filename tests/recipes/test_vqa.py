@@ -8,16 +8,15 @@ MUAN briefly, and feed the loaders broken files through the command line.
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 from recipes import vqa
 from tests.recipes.conftest import ROOT
+from tests.recipes.conftest import kill_at_checkpoint
 from tests.recipes.test_caption import assert_same_weights
 from tests.recipes.test_translate_cli import ENV
 from tests.recipes.test_translate_cli import assert_error
@@ -131,15 +130,8 @@ def test_killed_run_resumes_to_the_same_weights(trained, tmp_path):
     shutil.copytree(trained / "shapes_world", out / "shapes_world")
     command = [sys.executable, "-m", "recipes.vqa", "train",
                *flags(out, "mcan", "--epochs", "2", "--jit", "off", "--no_eval")]
-    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
     first = out / "checkpoints" / "ckpt-0001.weights.h5"
-    deadline = time.time() + 300
-    while not first.exists() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
-    assert first.exists(), "the run did not reach its first checkpoint"
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    kill_at_checkpoint(command, first, ENV)
     result = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -222,3 +214,18 @@ def test_missing_features_stop_or_are_counted(trained, tmp_path, capsys):
     assert "1 questions skipped" in capsys.readouterr().err
     assert np.isfinite(json.loads((tmp_path / "run" / "train_summary.json").read_text())
                        ["loss"][-1])
+
+
+def test_word_vectors_initialise_the_embeddings(trained, tmp_path, capsys):
+    vectors = tmp_path / "glove.txt"
+    rng = np.random.default_rng(0)
+    vectors.write_text("".join(
+        f"{word} " + " ".join(f"{v:.3f}" for v in rng.normal(size=8)) + "\n"
+        for word in ("what", "color", "notaquestionword")))
+    out = tmp_path / "glove_run"
+    shutil.copytree(trained / "shapes_world", out / "shapes_world")
+    vqa.main(["train", *flags(out, "mcan", "--epochs", "1", "--no_eval",
+                              "--word_vectors", str(vectors))])
+    err = capsys.readouterr().err
+    words = json.loads((out / "question_vocab.json").read_text())
+    assert f"2 of {len(words['words']) + 3} words found (8-d)" in err, err

@@ -1,0 +1,55 @@
+"""Reading JSON data files with errors that name the file and line.
+
+The readers of real formats (COCO captions, VQA v2, RefCOCO) share these:
+a missing file, invalid UTF-8 or JSON, or a top-level key that is not a
+list is reported with the file's name (and the line, for JSON syntax).
+"""
+
+import json
+import os
+
+
+def load_json(path, what):
+    """The parsed JSON of `path`; errors name the file (and line).
+
+    Args:
+        path: the file.
+        what: what the file should hold, for the messages ("VQA questions").
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        FileNotFoundError: if the file is missing.
+        ValueError: naming the file and line, for invalid UTF-8 or JSON.
+    """
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise FileNotFoundError(f"No such {what} file: {name!r}")
+    with open(name, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{name}: not valid UTF-8 ({e}).") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{name}, line {e.lineno}: not valid JSON ({e.msg}, column {e.colno}); "
+            f"expected {what}."
+        ) from None
+
+
+def top_list(name, data, key, what):
+    """`data[key]`, checked to be a list; errors name the file and key."""
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{name}: expected a JSON object with a {key!r} list ({what}); "
+            f"found a JSON {type(data).__name__}."
+        )
+    if key not in data:
+        raise ValueError(f"{name}: missing key {key!r} ({what}); keys: {sorted(data)[:10]}.")
+    if not isinstance(data[key], list):
+        raise ValueError(f"{name}: {key!r} must be a list; found {type(data[key]).__name__}.")
+    return data[key]
