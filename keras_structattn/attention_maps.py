@@ -8,7 +8,7 @@ the caption-to-image attention weights over areas `[heads, T, num_areas]`
 largest weight averaged over heads, and `draw_word_areas` draws one panel
 per word: the image with that area outlined and the word beneath.
 
-For region features (VQA, grounding), `draw_region_weights` shades each
+For region features (VQA, grounding), `draw_region_weights` lights each
 region box by its attention weight (MCAN's AttFlat weights, Yu et al.,
 2019, arXiv:1906.10770, Fig. 7; MUAN's answer-token attention), and
 `draw_quadrants` draws the four parts of a unified attention map
@@ -104,7 +104,7 @@ def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE):
     return canvas
 
 
-REGION_COLOR = (255, 200, 0)
+DIM = 0.25  # the brightness of what no region lights
 TARGET_OUTLINE = (0, 200, 0)
 TITLE_LINE = 14
 
@@ -115,12 +115,14 @@ def _title(draw, lines, left, top):
 
 
 def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, outlines=None):
-    """The image with each region's box shaded in proportion to its weight.
+    """The image as a spotlight of the regions' attention weights.
 
-    The most attended region is filled at 60% opacity and outlined in red
-    (unless `outlines` says what to outline); a region of weight w gets
-    `0.6 * w / max(w)` opacity, so the picture shows where the model
-    looks, relative to its top region.
+    The image is dimmed to `DIM` of its brightness, and each region's box
+    is lit back in proportion to its weight: a pixel of a box of weight w
+    shows `DIM + (1 - DIM) * w / max(w)` of its colour (where boxes
+    overlap, the larger weight wins), so the most attended region is at
+    full brightness, and it is outlined in red (unless `outlines` says what
+    to outline).
 
     Args:
         image: uint8 `[H, W, 3]`.
@@ -143,16 +145,15 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, ou
     if len(boxes) != len(weights):
         raise ValueError(f"{len(boxes)} boxes but {len(weights)} weights: one weight per box")
     base = Image.fromarray(np.asarray(image, np.uint8)).convert("RGB")
-    base = base.resize((size, size), Image.NEAREST).convert("RGBA")
-    overlay = Image.new("RGBA", base.size, (0, 0, 0, 0))
-    draw = ImageDraw.Draw(overlay)
+    pixels = np.asarray(base.resize((size, size), Image.NEAREST), np.float64)
+    light = np.zeros((size, size))
     top = float(weights.max()) if len(weights) and weights.max() > 0 else 1.0
-    order = np.argsort(weights)  # strongest drawn last (on top)
-    for k in order:
-        x0, y0, x1, y1 = (float(v) * (size - 1) for v in boxes[k])
-        alpha = int(round(255 * 0.6 * max(0.0, weights[k]) / top))
-        draw.rectangle((x0, y0, x1, y1), fill=REGION_COLOR + (alpha,))
-    shaded = Image.alpha_composite(base, overlay).convert("RGB")
+    for box, weight in zip(boxes, weights):
+        x0, y0, x1, y1 = (int(round(float(v) * (size - 1))) for v in box)
+        region = light[y0:y1 + 1, x0:x1 + 1]
+        np.maximum(region, max(0.0, weight) / top, out=region)
+    scale = DIM + (1.0 - DIM) * light
+    shaded = Image.fromarray(np.round(pixels * scale[..., None]).astype(np.uint8))
     if outlines is None:
         outlines = [(boxes[int(np.argmax(weights))], OUTLINE)] if len(weights) else []
     for box, color in outlines:

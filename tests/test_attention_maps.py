@@ -53,8 +53,8 @@ def test_mismatched_lengths_raise():
         attention_maps.top_areas(np.zeros((2, 3)), np.zeros((4, 4)))
 
 
-def test_region_shading_follows_the_weights(tmp_path):
-    image = np.zeros((16, 16, 3), np.uint8)
+def test_region_lighting_follows_the_weights(tmp_path):
+    image = np.full((16, 16, 3), 200, np.uint8)
     boxes = np.array([[0.0, 0.0, 0.4, 0.4], [0.6, 0.6, 1.0, 1.0], [0.6, 0.0, 1.0, 0.4]])
     weights = np.array([0.2, 0.7, 0.1])
     picture = attention_maps.draw_region_weights(image, boxes, weights, title=("Q", "A"),
@@ -69,14 +69,12 @@ def test_region_shading_follows_the_weights(tmp_path):
         y = int((box[1] + box[3]) / 2 * 99) + header
         return pixels[y, x]
 
-    # On black, a fill of opacity a gives a * REGION_COLOR: brightness
-    # ranks the boxes by weight, and the top box gets 60%.
-    brightness = [center(b)[0] for b in boxes]
-    assert brightness[1] > brightness[0] > brightness[2]
-    np.testing.assert_allclose(center(boxes[1]), 0.6 * np.array(attention_maps.REGION_COLOR),
-                               atol=2)
-    np.testing.assert_allclose(center(boxes[0]),
-                               0.6 * 0.2 / 0.7 * np.array(attention_maps.REGION_COLOR), atol=2)
+    # A box of weight w shows DIM + (1 - DIM) * w / max(w) of the colour;
+    # what no box covers shows DIM.
+    dim = attention_maps.DIM
+    for box, weight in zip(boxes, weights):
+        np.testing.assert_allclose(center(box), 200 * (dim + (1 - dim) * weight / 0.7), atol=1)
+    np.testing.assert_allclose(pixels[header + 50, 5], 200 * dim, atol=1)
     # Only the top region is outlined.
     red = np.all(pixels[header:] == attention_maps.OUTLINE, axis=-1)
     ys, xs = np.nonzero(red)
