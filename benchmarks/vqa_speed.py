@@ -7,8 +7,11 @@ gate, at batch 64, 14 question words (MUAN: + its [ans] token), 100 regions
 of 2048-d features, d 512 (MUAN's 10 blocks at d 512, 8 heads, FFN 2048:
 the papers' widths differ, 512 is MCAN-small's) and 3,129 answers, on the
 JAX backend under XLA (`jax.jit`). Step times are paired medians against
-MCAN's step (timed alternately after warm-up); peak memory is XLA's
-compiled temporary + output bytes of the step (`memory_analysis()`).
+MCAN's step (timed alternately after warm-up): a row's "x MCAN" divides
+its median by MCAN's median in the same alternating run, which drifts with
+the machine between rows, so a row's step ms over the first row's need not
+equal its ratio. Peak memory is XLA's compiled temporary + output bytes of
+the step (`memory_analysis()`), the same on every run.
 
 Usage:
     KERAS_BACKEND=jax python -m benchmarks.vqa_speed [--repeats 3] [--warmup 1]
