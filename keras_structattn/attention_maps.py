@@ -180,7 +180,8 @@ def draw_quadrants(scores, text_length, words, num_regions, cell=14):
         scores: float `[heads, S, S]` or `[S, S]` attention weights of the
             unified sequence `[text; regions]` (averaged over heads).
         text_length: m, the number of text positions first in it.
-        words: labels of the text positions (at most m are used).
+        words: labels of the real text positions, the first `len(words)`
+            (<= m) of them; padded text positions are left out.
         num_regions: real regions after the text (padding left out).
         cell: pixels per attention weight.
 
@@ -198,8 +199,10 @@ def draw_quadrants(scores, text_length, words, num_regions, cell=14):
     if scores.ndim != 2 or scores.shape[0] != scores.shape[1] or m > scores.shape[0]:
         raise ValueError(f"`scores` must be [S, S] (or [heads, S, S]) with S >= text_length "
                          f"{m}; got shape {np.shape(scores)}")
-    keep = np.r_[np.arange(m), m + np.arange(min(num_regions, scores.shape[0] - m))]
+    words = [str(w) for w in list(words)[:m]]
+    keep = np.r_[np.arange(len(words)), m + np.arange(min(num_regions, scores.shape[0] - m))]
     scores = scores[np.ix_(keep, keep)]
+    m = len(words)
     top = scores.max() if scores.max() > 0 else 1.0
     colors = heat_colors(scores / top)
     n = len(keep) - m
@@ -219,7 +222,7 @@ def draw_quadrants(scores, text_length, words, num_regions, cell=14):
         for j in range(m + n):
             x, y = label + offset(j), origin + offset(i)
             draw.rectangle((x, y, x + cell - 1, y + cell - 1), fill=tuple(colors[i, j]))
-    names = [str(w) for w in list(words)[:m]] + [f"r{k}" for k in range(n)]
+    names = words + [f"r{k}" for k in range(n)]
     for i, name in enumerate(names):
         draw.text((2, origin + offset(i)), name[:9], fill=(0, 0, 0))
     return canvas

@@ -84,10 +84,14 @@ def test_region_lighting_follows_the_weights(tmp_path):
 def test_quadrants_draw_each_weight_in_its_cell():
     rng = np.random.default_rng(1)
     m, n = 3, 2
-    scores = rng.random((2, m + n + 1, m + n + 1))  # one padded region, left out
-    picture = attention_maps.draw_quadrants(scores, m, ["[ans]", "what", "color"], n, cell=10)
+    # Text positions 0-2 real, 3 padded; regions 4-5 real, 6 padded: both
+    # paddings are left out.
+    scores = rng.random((2, m + 1 + n + 1, m + 1 + n + 1))
+    picture = attention_maps.draw_quadrants(scores, m + 1, ["[ans]", "what", "color"], n,
+                                            cell=10)
     pixels = np.asarray(picture.convert("RGB")).astype(int)
-    mean = scores.mean(0)[: m + n, : m + n]
+    keep = [0, 1, 2, 4, 5]
+    mean = scores.mean(0)[np.ix_(keep, keep)]
     expected = attention_maps.heat_colors(mean / mean.max())
     origin, label, gap = 2 * attention_maps.TITLE_LINE + 4, 60, 6
     for i in range(m + n):
