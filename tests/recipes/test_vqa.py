@@ -1,7 +1,7 @@
 """The VQA recipe, run as a user runs it, on a tiny Shapes world.
 
-One MCAN run is trained once per module (`trained`: 2 epochs of a
-one-layer model on 24 generated images). The tests then evaluate,
+One MCAN run is trained and evaluated once per module (`trained`: 2
+epochs of a one-layer model on 24 generated images). The tests then evaluate,
 predict, score and visualize it, resume it after a kill, train MCAN+PA and
 MUAN briefly, and feed the loaders broken files through the command line.
 """
@@ -43,7 +43,7 @@ def train(out, model="mcan", *extra):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("vqa") / "run"
-    train(out, "mcan", "--jit", "off", "--no_eval")
+    train(out, "mcan", "--jit", "off")  # then evaluates: DIR/test_results.json
     return out
 
 
@@ -82,6 +82,26 @@ def test_predict_then_score_gives_the_evaluated_accuracy(trained, tmp_path, caps
     assert scores.to_official() == {
         k: (v if k != "perQuestion" else {int(q): a for q, a in v.items()})
         for k, v in json.loads((trained / "test_scores.json").read_text()).items()}
+
+
+def test_per_image_bottom_up_files_give_the_same_answers(trained, tmp_path, capsys):
+    """The real-data layout: a folder of `<image_id>.npz` with `features`
+    [N, C], pixel `boxes` [N, 4], `image_w`, `image_h` (bottom-up style)."""
+    folder = tmp_path / "features"
+    folder.mkdir()
+    size = 64  # Shapes world's canvas
+    with np.load(world_file(trained, "features_test.npz")) as world:
+        for row, image_id in enumerate(world["image_ids"]):
+            count = int(world["num_obj"][row])
+            np.savez(folder / f"{image_id}.npz", features=world["obj_features"][row, :count],
+                     boxes=world["obj_boxes"][row, :count] * size, image_w=size, image_h=size)
+    results = vqa.main(["predict", *flags(trained), "--questions",
+                        world_file(trained, "vqa", "questions_test.json"),
+                        "--features", str(folder)])
+    evaluated = json.loads((trained / "test_results.json").read_text())
+    assert results == evaluated
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"{results[0]['question_id']}\t{results[0]['answer']}"
 
 
 def test_score_reproduces_the_official_evaluation(tmp_path, capsys):
