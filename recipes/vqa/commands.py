@@ -331,10 +331,12 @@ def accuracy_table(columns, records):
     titles = list(columns)
     counts = collections.Counter(r.question_type for r in records)
     answer_counts = collections.Counter(r.answer_type for r in records)
-    lines = [f"{'question type':16s} {'questions':>9s}" + "".join(f" {t:>9s}" for t in titles)]
+    width = max([16] + [len(k) for k in counts] + [len(k) + 2 for k in answer_counts])
+    lines = [f"{'question type':{width}s} {'questions':>9s}"
+             + "".join(f" {t:>9s}" for t in titles)]
 
     def row(name, count, values):
-        return f"{name:16s} {count:9d}" + "".join(f" {v:9.2f}" for v in values)
+        return f"{name:{width}s} {count:9d}" + "".join(f" {v:9.2f}" for v in values)
 
     for kind in sorted(counts):
         lines.append(row(kind, counts[kind],
