@@ -24,8 +24,8 @@ the official JSON format, --features: a folder of per-image .npz files
 up to --max_regions regions each; --word_vectors: a local GloVe-format
 text file to initialise the word embeddings (learned from scratch
 otherwise). Answers seen at least --min_answer_count times in the training
-annotations (MCAN: more than 8 times over train+val, 3129 answers on VQA
-v2) form the answer vocabulary; soft scores as MCAN (0.3 per matching
+and validation annotations (MCAN: more than 8 times over train+val, 3129
+answers on VQA v2) form the answer vocabulary; soft scores as MCAN (0.3 per matching
 human answer, at most 1).
 
 Everything lives in --output_dir: the settings (run.json), hparams, the
@@ -76,7 +76,7 @@ def build_parser():
     run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
     run.add_argument("--min_answer_count", type=_cli.positive_int, default=None,
                      help="answers (normalised multiple_choice_answer) seen fewer times in "
-                     f"the training annotations are left out (default "
+                     f"the training and validation annotations are left out (default "
                      f"{RUN_DEFAULTS['min_answer_count']}: MCAN's 'more than 8')")
 
     data = parser.add_argument_group("data (default: generated Shapes world)")

@@ -159,9 +159,14 @@ def dummy_inputs(hparams, batch=1, feature_dim=None):
             "region_mask": np.ones((batch, n), bool)}
 
 
-def prepare_run(args, run, settings, hparams, train_split):
+def prepare_run(args, run, settings, hparams, splits):
     """The vocabularies, hparams and built model of a training run; a new
-    run's files are committed once its model has been built."""
+    run's files are committed once its model has been built.
+
+    The answers are counted over the training and validation annotations,
+    as MCAN counts VQA v2's train + val (`--min_answer_count`); the words
+    are the training questions'."""
+    train_split = splits["train"]
     word_vectors = None
     if run.holds_run:
         question_vocab = WordVocab.load(run.file(QUESTION_VOCAB))
@@ -170,7 +175,8 @@ def prepare_run(args, run, settings, hparams, train_split):
     else:
         question_vocab = WordVocab.build([r.tokens for r in train_split.records], min_count=1)
         answers = vqa_data.AnswerVocab.build(
-            [r.multiple_choice_answer for r in train_split.records],
+            [r.multiple_choice_answer for name in ("train", "val") if name in splits
+             for r in splits[name].records if r.multiple_choice_answer is not None],
             min_count=settings["min_answer_count"], normalize=prepare_answer)
         if args.word_vectors:
             word_vectors = _vl.read_word_vectors(args.word_vectors, question_vocab)
@@ -252,8 +258,7 @@ def train(args):
     if "train" not in splits:
         raise _cli.UsageError("give training questions: --questions_train and "
                               "--annotations_train")
-    question_vocab, answers, hparams, model = prepare_run(args, run, settings, hparams,
-                                                          splits["train"])
+    question_vocab, answers, hparams, model = prepare_run(args, run, settings, hparams, splits)
     batch_size = args.batch_size or hparams.batch_size
     epochs = args.epochs or hparams.epochs
     train_set = Encoded(splits["train"], question_vocab, hparams, answers)

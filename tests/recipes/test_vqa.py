@@ -67,6 +67,22 @@ def test_evaluate_prints_accuracy_per_type_next_to_the_baseline(trained, capsys)
     assert float(overall[2]) == pytest.approx(scores.overall)
 
 
+def test_answers_are_counted_over_train_and_val(trained):
+    """MCAN's answer vocabulary: normalised multiple_choice_answer counts of
+    the training and validation annotations."""
+    from keras_structattn.metrics import prepare_answer
+
+    counts = {}
+    for split in ("train", "val"):
+        annotations = json.loads(open(world_file(trained, "vqa",
+                                                 f"annotations_{split}.json")).read())
+        for record in annotations["annotations"]:
+            answer = prepare_answer(record["multiple_choice_answer"])
+            counts[answer] = counts.get(answer, 0) + 1
+    saved = json.loads((trained / "answers.json").read_text())
+    assert dict(zip(saved["answers"], saved["counts"])) == counts  # --min_answer_count 1
+
+
 def test_predict_then_score_gives_the_evaluated_accuracy(trained, tmp_path, capsys):
     results = tmp_path / "results.json"
     vqa.main(["predict", *flags(trained), "--questions",
