@@ -172,6 +172,22 @@ def output_folder(text):
     return text
 
 
+def add_epoch_training_flags(parser, epochs_help="default: the hparams' epochs"):
+    """The training flags of the recipes that train in epochs (VQA,
+    grounding): `--epochs`, `--batch_size`, `--keep_checkpoints`, `--jit`,
+    `--no_eval`, `--verbose`; they may change when a run resumes."""
+    train = parser.add_argument_group("training (may change when a run resumes)")
+    train.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
+    train.add_argument("--batch_size", type=positive_int, default=None,
+                       help="default: the hparams' batch_size")
+    train.add_argument("--keep_checkpoints", type=positive_int, default=3)
+    train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
+                       help="jit_compile for fit (auto: Keras' choice)")
+    train.add_argument("--no_eval", action="store_true", help="train only")
+    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                       help="1 = progress bars (on stderr)")
+
+
 # ---------------------------------------------------------------- running
 
 

@@ -87,17 +87,7 @@ def build_parser():
                       "instead of stopping at the first")
     _world.add_world_flags(data)
 
-    train = parser.add_argument_group("training (may change when a run resumes)")
-    train.add_argument("--epochs", type=_cli.positive_int, default=None,
-                       help="default: the hparams' epochs")
-    train.add_argument("--batch_size", type=_cli.positive_int, default=None,
-                       help="default: the hparams' batch_size")
-    train.add_argument("--keep_checkpoints", type=_cli.positive_int, default=3)
-    train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
-                       help="jit_compile for fit (auto: Keras' choice)")
-    train.add_argument("--no_eval", action="store_true", help="train only")
-    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                       help="1 = progress bars (on stderr)")
+    _cli.add_epoch_training_flags(parser)
 
     out = parser.add_argument_group("evaluation, prediction and pictures")
     out.add_argument("--split", default="test",
