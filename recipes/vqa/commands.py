@@ -418,9 +418,13 @@ def score(args):
     """Scores a VQA results file with the official VQA accuracy."""
     records, report = vqa_data.read_vqa(args.questions, args.annotations)
     print(f"[score] {vqa_data.records_report(report)}")
-    results = vqa_data.read_vqa_results(args.results)
-    scores = evaluate_vqa(
-        official_annotations(records), results, normalization=args.normalization)
+    results = vqa_data.read_vqa_results(args.results,
+                                        question_ids={r.question_id for r in records})
+    try:
+        scores = evaluate_vqa(official_annotations(records), results,
+                              normalization=args.normalization)
+    except ValueError as error:  # the results do not cover the questions
+        raise ValueError(f"{args.results}: {error}") from None
     if args.output:
         write_vqa_scores_json(scores, args.output)
         print(f"[score] overall, per answer type, per question type and per question "

@@ -253,3 +253,18 @@ def test_missing_features_stop_or_are_counted(trained, tmp_path, capsys):
     assert f"2 of {len(words) + 3} words found (8-d)" in err, err
     assert np.isfinite(json.loads((tmp_path / "run" / "train_summary.json").read_text())
                        ["loss"][-1])
+
+
+def test_score_names_the_results_file_and_the_question(tmp_path):
+    results = json.loads(open(f"{FIXTURES}/results_A.json").read())
+    dropped = results.pop()["question_id"]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    with pytest.raises(ValueError, match=rf"results\.json.*{dropped}"):
+        vqa.main(["score", "--questions", f"{FIXTURES}/questions.json", "--annotations",
+                  f"{FIXTURES}/annotations.json", "--results", str(path)])
+    results.append({"question_id": 123, "answer": "yes"})
+    path.write_text(json.dumps(results))
+    with pytest.raises(ValueError, match=r"results\.json, question id 123"):
+        vqa.main(["score", "--questions", f"{FIXTURES}/questions.json", "--annotations",
+                  f"{FIXTURES}/annotations.json", "--results", str(path)])
