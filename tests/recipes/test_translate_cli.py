@@ -325,8 +325,9 @@ def test_14_the_export_loads_the_documented_way_in_a_fresh_process(data, tmp_pat
                     "--vocab_size", "300", "--no_eval"])
     exported = run_recipe("export", *argv)
     assert exported.returncode == 0, exported.stderr[-3000:]
-    # The README's example, as written, on this export.
-    (block,) = [b for b in python_blocks() if "saved_model.load" in b]
+    # The example of docs/translation.md, as written, on this export.
+    (block,) = [b for b in python_blocks(os.path.join(ROOT, "docs", "translation.md"))
+                if "saved_model.load" in b]
     code = block.replace('"runs/translate_tatoeba/export"', "sys.argv[1]")
     assert "sys.argv[1]" in code
     loaded = subprocess.run([sys.executable, "-c", "import sys\n" + code, str(out / "export")],
