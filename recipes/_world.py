@@ -29,6 +29,23 @@ def add_world_flags(group, train=2000, val=200, test=500):
     group.add_argument("--world_test", type=_cli.positive_int, default=test)
     group.add_argument("--world_seed", type=int, default=None,
                        help="Shapes world: the generator's seed (default: the run's --seed)")
+    group.add_argument("--world_bias", default=None,
+                       metavar="SHAPE=COLOR[:STRENGTH][@SPLITS]",
+                       help="Shapes world: a confounder, e.g. circle=red:0.9 (the shape takes "
+                       "the colour with that probability in train and val; test stays "
+                       "unbiased); see docs/shapes_world.md")
+
+
+def canonical_bias(text):
+    """The canonical text of a --world_bias value (one world, one string);
+    raises `_cli.UsageError` naming the flag for a bad one."""
+    from keras_structattn.data.shapes_world.config import Bias
+
+    try:
+        bias = Bias.parse(text)
+    except ValueError as error:
+        raise _cli.UsageError(f"--world_bias: {error}") from None
+    return f"{bias.shape}={bias.color}:{bias.strength:g}@{','.join(bias.splits)}"
 
 
 def folder_of(args):
@@ -71,6 +88,9 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
     folder = folder_of(args)
     wanted = {"train": args.world_train, "val": args.world_val, "test": args.world_test,
               "seed": _world_seed(args, default_seed)}
+    bias = getattr(args, "world_bias", None)
+    if bias is not None:
+        bias = wanted["bias"] = canonical_bias(bias)
     settings_path = os.path.join(folder, SETTINGS_FILE)
     if os.path.exists(settings_path):
         with open(settings_path, encoding="utf-8") as f:
@@ -78,6 +98,9 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
         if args.world_seed is None:
             # A run trained with --world_seed: later commands reuse its world.
             wanted["seed"] = saved.get("seed")
+        if bias is None and "bias" in saved:
+            # Likewise for a world made with --world_bias.
+            wanted["bias"] = saved["bias"]
         if saved != wanted:
             differences = ", ".join(f"{k} {wanted[k]} (cached: {saved.get(k)})"
                                     for k in wanted if saved.get(k) != wanted[k])
@@ -89,7 +112,7 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
     from keras_structattn.data import shapes_world
 
     world = shapes_world.generate(wanted["train"], wanted["val"], wanted["test"],
-                                  tasks=tasks, seed=wanted["seed"])
+                                  tasks=tasks, seed=wanted["seed"], bias=bias)
     partial = folder + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     shapes_world.write(world, partial)
@@ -98,9 +121,9 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
     write_json(os.path.join(partial, SETTINGS_FILE), wanted)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(partial, folder)
-    sizes = ", ".join(f"{k} {v}" for k, v in wanted.items() if k != "seed")
+    sizes = ", ".join(f"{k} {v}" for k, v in wanted.items() if k not in ("seed", "bias"))
     print(f"[data] Shapes world generated in {world.seconds:.0f} s ({sizes} images, seed "
-          f"{wanted['seed']}) -> {folder}")
+          f"{wanted['seed']}{', bias ' + bias if bias else ''}) -> {folder}")
     return folder
 
 
