@@ -14,7 +14,10 @@ region box by its attention weight (MCAN's AttFlat weights, Yu et al.,
 `draw_quadrants` draws the four parts of a unified attention map
 (text-text, text-visual, visual-text, visual-visual: MUAN, Yu et al., 2019,
 arXiv:1908.04107, Fig. 6) as heat maps; `beside` puts two pictures side by
-side.
+side and `stacked` one above another. `draw_weight_bars` draws weights
+over entries that have no place in the image, such as CATT's cross-sample
+attention over a global dictionary (Yang et al., 2021, arXiv:2103.03493):
+the top entries as bars.
 
 Drawing needs Pillow (the `vision` extra), imported on first use.
 """
@@ -236,4 +239,54 @@ def beside(left, right):
                        (255, 255, 255))
     canvas.paste(left, (0, 0))
     canvas.paste(right, (left.width + 8, 0))
+    return canvas
+
+
+def stacked(pictures):
+    """Pictures one above another on white, left-aligned."""
+    from PIL import Image
+
+    width = max(p.width for p in pictures)
+    height = sum(p.height for p in pictures) + 8 * (len(pictures) - 1)
+    canvas = Image.new("RGB", (width, height), (255, 255, 255))
+    top = 0
+    for picture in pictures:
+        canvas.paste(picture, (0, top))
+        top += picture.height + 8
+    return canvas
+
+
+def draw_weight_bars(weights, title=(), top=8, size=PANEL_SIZE * 2, label="entry"):
+    """The largest attention weights over entries as horizontal bars.
+
+    Args:
+        weights: float `[K]`, weights over K entries (summing to 1).
+        title: lines of text above the bars.
+        top: how many of the largest weights to draw, largest first.
+        size: the panel's side in pixels (square).
+        label: the entries' name, written before each index.
+
+    Returns:
+        A `PIL.Image.Image` (RGB); bar lengths are proportional to the
+        weights (the largest spans the panel), each labelled with its
+        entry index and weight.
+    """
+    from PIL import Image
+    from PIL import ImageDraw
+
+    weights = np.asarray(weights, np.float64).reshape(-1)
+    order = np.argsort(-weights, kind="stable")[:top]
+    canvas = Image.new("RGB", (size, size + LABEL_HEIGHT * len(title)), (255, 255, 255))
+    draw = ImageDraw.Draw(canvas)
+    _title(draw, title, 2, 2)
+    origin = LABEL_HEIGHT * len(title) + 4
+    row = (size - 8) // max(1, len(order))
+    largest = max(float(weights[order[0]]), 1e-12) if len(order) else 1.0
+    colors = heat_colors(weights[order] / largest)
+    for i, k in enumerate(order):
+        y = origin + i * row
+        length = int((size - 8) * float(weights[k]) / largest)
+        draw.text((6, y), f"{label} {int(k)}: {float(weights[k]):.3f}", fill=(0, 0, 0))
+        draw.rectangle([4, y + 13, 4 + max(length, 1), y + row - 4], fill=tuple(colors[i]),
+                       outline=(120, 120, 120))
     return canvas

@@ -53,21 +53,20 @@ from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.ops import _checks
 from keras_structattn.ops import areas
 from keras_structattn.ops.attend_areas import VALUE_MODES
-from keras_structattn.ops.positions import timing_signal
+from models.image_input import BOX_GEOMETRY_SIZE  # noqa: F401 (re-exported)
+from models.image_input import ENCODER_INPUTS  # noqa: F401 (re-exported)
+from models.image_input import GRID_POSITIONS  # noqa: F401 (re-exported)
+from models.image_input import REGION_KEYS  # noqa: F401 (re-exported)
+from models.image_input import ImageInput
+from models.image_input import decode_captions
 from models.seq2seq import Seq2Seq
 from models.transformer import Transformer
 from models.transformer import area_kinds
 from models.transformer import make_stacks
 
-ENCODER_INPUTS = ("grid", "regions")
-GRID_POSITIONS = ("learned", "sinusoid")
-REGION_KEYS = ("features", "boxes", "mask")
-# (x1, y1, x2, y2, w, h, w * h) of a normalised box.
-BOX_GEOMETRY_SIZE = 7
-
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class TransformerCaptioner(Seq2Seq):
+class TransformerCaptioner(ImageInput, Seq2Seq):
     """Transformer image captioner with optional 2-D area attention.
 
     See the module docstring. The defaults are the paper's model (6 encoder
@@ -164,10 +163,6 @@ class TransformerCaptioner(Seq2Seq):
             relu_dropout=relu_dropout,
         )
         _checks.positive_int("num_hidden_layers", num_hidden_layers)
-        _checks.one_of("encoder_input", encoder_input, ENCODER_INPUTS)
-        _checks.positive_int("grid_height", grid_height)
-        _checks.positive_int("grid_width", grid_width)
-        _checks.one_of("grid_positions", grid_positions, GRID_POSITIONS)
         _checks.positive_int("max_area_width", max_area_width)
         _checks.positive_int("max_area_height", max_area_height)
         _checks.one_of("area_key_mode", area_key_mode, KEY_MODES)
@@ -189,10 +184,7 @@ class TransformerCaptioner(Seq2Seq):
         )
         self._keep_config(locals())
         self.num_hidden_layers = num_hidden_layers
-        self.encoder_input = encoder_input
-        self.grid_height = grid_height
-        self.grid_width = grid_width
-        self.grid_positions = grid_positions
+        self._set_image_input(encoder_input, grid_height, grid_width, grid_positions)
         self.num_area_layers = num_area_layers
 
         grid_area = dict(
@@ -216,36 +208,8 @@ class TransformerCaptioner(Seq2Seq):
             self, num_hidden_layers, hidden_size, filter_size, num_heads,
             layer_prepostprocess_dropout, attention_dropout, relu_dropout, area_for,
         )
+        self._make_image_layers()
 
-        self.feature_projection = keras.layers.Dense(
-            hidden_size, kernel_initializer=self._glorot(), name="feature_projection"
-        )
-        self.row_embedding = self.column_embedding = None
-        self.box_projection = self.feature_norm = self.box_norm = None
-        if encoder_input == "grid" and grid_positions == "learned":
-            self.row_embedding = self._position_embedding(grid_height, "row_embedding")
-            self.column_embedding = self._position_embedding(grid_width, "column_embedding")
-        if encoder_input == "regions":
-            self.box_projection = keras.layers.Dense(
-                hidden_size, kernel_initializer=self._glorot(), name="box_projection"
-            )
-            self.feature_norm = keras.layers.LayerNormalization(
-                epsilon=1e-6, name="feature_norm"
-            )
-            self.box_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="box_norm")
-
-    def _glorot(self):
-        return keras.initializers.GlorotUniform(seed=self._next_seed())
-
-    def _position_embedding(self, size, name):
-        # Normal with stddev hidden_size ** -0.5, as tensor2tensor's learned
-        # positional embeddings.
-        initializer = keras.initializers.RandomNormal(
-            stddev=self.hidden_size**-0.5, seed=self._next_seed()
-        )
-        return keras.layers.Embedding(
-            size, self.hidden_size, embeddings_initializer=initializer, name=name
-        )
 
     # The caption decoder is the translation Transformer's: one implementation
     # of the teacher-forced pass and of cached decoding, run on this model's
@@ -258,68 +222,8 @@ class TransformerCaptioner(Seq2Seq):
 
     # ---------------------------------------------------------------- build
 
-    @property
-    def memory_length(self):
-        """Encoder positions of a grid, `H * W` (None for regions)."""
-        if self.encoder_input == "grid":
-            return self.grid_height * self.grid_width
-        return None
-
-    def _check_grid_shape(self, shape):
-        if isinstance(shape, dict):
-            raise ValueError(
-                "encoder_input='grid' takes float features [batch, grid_height, "
-                f"grid_width, channels], not a dict (keys {sorted(shape)}); "
-                "regions need encoder_input='regions'."
-            )
-        shape = tuple(shape)
-        expected = (self.grid_height, self.grid_width)
-        if len(shape) != 4 or shape[1:3] != expected:
-            raise ValueError(
-                "encoder_input='grid' takes float features [batch, grid_height, "
-                f"grid_width, channels] with (grid_height, grid_width) = {expected} "
-                f"(static). Received features of shape {shape}; set the grid_height "
-                "and grid_width hparams to the grid of the features."
-            )
-
-    def _region_shapes(self, features):
-        """The shapes of a regions dict (of tensors or of shapes), checked."""
-        if not isinstance(features, dict) or set(features) != set(REGION_KEYS):
-            keys = sorted(features) if isinstance(features, dict) else type(features).__name__
-            raise ValueError(
-                "encoder_input='regions' takes a dict with the keys "
-                f"{list(REGION_KEYS)} (features [B, R, C], boxes [B, R, 4], mask "
-                f"[B, R]). Received: {keys}"
-            )
-        shapes = {
-            key: tuple(value.shape) if hasattr(value, "shape") else tuple(value)
-            for key, value in features.items()
-        }
-        ranks = tuple(len(shapes[key]) for key in REGION_KEYS)
-        if ranks != (3, 3, 2) or shapes["boxes"][-1] not in (4, None):
-            raise ValueError(
-                "encoder_input='regions' takes features [B, R, C], boxes [B, R, 4] "
-                f"and mask [B, R]. Received shapes {shapes}"
-            )
-        return shapes
-
     def call(self, inputs, training=None):
-        features, decoder_inputs = inputs
-        encoded, mask = self.encode(features, training=training)
-        if len(decoder_inputs.shape) != 3:
-            return self.decode(decoder_inputs, encoded, mask, training=training)
-        # [B, K, T]: K captions of each image, decoded against one encoding
-        # of it (self-critical.pytorch's `seq_per_img`): the encoder, the
-        # costly part over an 8x8 grid, runs once per image, not per caption.
-        k = decoder_inputs.shape[1]
-        if k is None:
-            raise ValueError("Captions [B, K, T] need a static K (captions per image).")
-        length = ops.shape(decoder_inputs)[2]
-        logits = self.decode(
-            ops.reshape(decoder_inputs, (-1, length)),
-            ops.repeat(encoded, k, axis=0), ops.repeat(mask, k, axis=0), training=training,
-        )
-        return ops.reshape(logits, (-1, k, length, self.vocab_size))
+        return decode_captions(self, inputs, training)
 
     def build(self, input_shape=None):
         feature_shape, target_shape = None, (None, None)
@@ -328,23 +232,7 @@ class TransformerCaptioner(Seq2Seq):
         target_shape = tuple(target_shape)
         if len(target_shape) == 3:  # [B, K, T]: K captions per image
             target_shape = (None, target_shape[2])
-        batch, length = None, self.memory_length
-        if feature_shape is not None and self.encoder_input == "grid":
-            self._check_grid_shape(feature_shape)
-            batch = feature_shape[0]
-            self.feature_projection.build(tuple(feature_shape))
-        elif feature_shape is not None:
-            feature_shape = self._region_shapes(feature_shape)["features"]
-            batch, length = feature_shape[0], feature_shape[1]
-            self.feature_projection.build(feature_shape)
-        if self.encoder_input == "grid" and self.row_embedding is not None:
-            self.row_embedding.build((self.grid_height,))
-            self.column_embedding.build((self.grid_width,))
-        hidden = (batch, length, self.hidden_size)
-        if self.encoder_input == "regions":
-            self.box_projection.build((None, BOX_GEOMETRY_SIZE))
-            self.feature_norm.build(hidden)
-            self.box_norm.build(hidden)
+        hidden = self._build_image_layers(feature_shape)
         target_hidden = (target_shape[0], target_shape[1], self.hidden_size)
         self._build_embeddings(target_shape=target_shape)
         for block in self.encoder_blocks:
@@ -356,55 +244,6 @@ class TransformerCaptioner(Seq2Seq):
         self.built = True
 
     # -------------------------------------------------------------- encoder
-
-    def _grid_positions(self):
-        """float32 `[H, W, hidden_size]` position signal of the grid cells."""
-        rows = ops.arange(self.grid_height)
-        columns = ops.arange(self.grid_width)
-        if self.grid_positions == "learned":
-            row = ops.cast(self.row_embedding(rows), "float32")
-            column = ops.cast(self.column_embedding(columns), "float32")
-            return row[:, None, :] + column[None, :, :]
-        half = self.hidden_size // 2
-        row = timing_signal(rows, half)
-        column = timing_signal(columns, self.hidden_size - half)
-        grid = (self.grid_height, self.grid_width)
-        return ops.concatenate(
-            [
-                ops.broadcast_to(row[:, None, :], grid + (half,)),
-                ops.broadcast_to(column[None, :, :], grid + (self.hidden_size - half,)),
-            ],
-            axis=-1,
-        )
-
-    def _embed_grid(self, features):
-        """`(x [B, H * W, hidden], mask all True [B, H * W])` of a grid."""
-        if isinstance(features, dict):
-            self._check_grid_shape(features)
-        features = ops.convert_to_tensor(features)
-        self._check_grid_shape(features.shape)
-        x = self.feature_projection(ops.cast(features, self.compute_dtype))
-        x = x + ops.cast(self._grid_positions(), x.dtype)
-        x = ops.reshape(x, (-1, self.memory_length, self.hidden_size))
-        mask = ops.ones((ops.shape(x)[0], self.memory_length), "bool")
-        return x, mask
-
-    def _embed_regions(self, features):
-        """`(x [B, R, hidden], mask [B, R])` of region features: M4C's
-        `LN(W f) + LN(W_b g)`, zero for padding regions."""
-        self._region_shapes(features)
-        mask = ops.cast(features["mask"], "bool")
-        boxes = ops.cast(features["boxes"], "float32")
-        x1, y1, x2, y2 = (boxes[..., i] for i in range(4))
-        width, height = x2 - x1, y2 - y1
-        geometry = ops.stack([x1, y1, x2, y2, width, height, width * height], axis=-1)
-        dtype = self.compute_dtype
-        x = self.feature_norm(self.feature_projection(ops.cast(features["features"], dtype)))
-        x = x + self.box_norm(self.box_projection(ops.cast(geometry, dtype)))
-        # Padding regions are masked out of every attention; zeroing them
-        # also keeps whatever fills them (even NaN) out of the sums.
-        x = ops.where(mask[..., None], x, ops.zeros_like(x))
-        return x, mask
 
     def encode(self, features, training=False):
         """Encodes the image.
@@ -419,15 +258,8 @@ class TransformerCaptioner(Seq2Seq):
             `L = H * W` (row-major; the mask all True) for a grid and
             `L = R` for regions.
         """
-        if not self.built:
-            # `generate` or `encdec_attention` on a fresh model: build it as
-            # a first call would (the blocks cannot build themselves).
-            shapes = keras.tree.map_structure(lambda t: tuple(t.shape), features)
-            self.build((shapes, (None, None)))
-        if self.encoder_input == "grid":
-            x, mask = self._embed_grid(features)
-        else:
-            x, mask = self._embed_regions(features)
+        self._build_for(features)
+        x, mask = self.embed_image(features)
         x = self.input_dropout(x, training=training)
         for block in self.encoder_blocks:
             x = block(x, padding_mask=mask, training=training)

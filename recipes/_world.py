@@ -22,11 +22,13 @@ SETTINGS_FILE = "recipe_world.json"
 
 
 def add_world_flags(group, train=2000, val=200, test=500):
-    """Adds the `--world_*` flags to an argparse group."""
-    group.add_argument("--world_train", type=_cli.positive_int, default=train,
-                       help="Shapes world: training images")
-    group.add_argument("--world_val", type=_cli.positive_int, default=val)
-    group.add_argument("--world_test", type=_cli.positive_int, default=test)
+    """Adds the `--world_*` flags to an argparse group (sizes left out:
+    the cached world's, else these defaults)."""
+    for split, size in (("train", train), ("val", val), ("test", test)):
+        group.add_argument(f"--world_{split}", type=_cli.positive_int, default=None,
+                           help=f"Shapes world: {split} images (default {size}, or the "
+                           "run's world)")
+    group.set_defaults(_world_sizes={"train": train, "val": val, "test": test})
     group.add_argument("--world_seed", type=int, default=None,
                        help="Shapes world: the generator's seed (default: the run's --seed)")
     group.add_argument("--world_bias", default=None,
@@ -86,8 +88,10 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
         UsageError: if the folder holds a world of other sizes or seed.
     """
     folder = folder_of(args)
-    wanted = {"train": args.world_train, "val": args.world_val, "test": args.world_test,
-              "seed": _world_seed(args, default_seed)}
+    given = {split: getattr(args, f"world_{split}") for split in ("train", "val", "test")}
+    wanted = {split: size if size is not None else args._world_sizes[split]
+              for split, size in given.items()}
+    wanted["seed"] = _world_seed(args, default_seed)
     bias = getattr(args, "world_bias", None)
     if bias is not None:
         bias = wanted["bias"] = canonical_bias(bias)
@@ -98,6 +102,9 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
         if args.world_seed is None:
             # A run trained with --world_seed: later commands reuse its world.
             wanted["seed"] = saved.get("seed")
+        for split, size in given.items():
+            if size is None:  # likewise for sizes left out
+                wanted[split] = saved.get(split)
         if bias is None and "bias" in saved:
             # Likewise for a world made with --world_bias.
             wanted["bias"] = saved["bias"]
@@ -125,6 +132,16 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
     print(f"[data] Shapes world generated in {world.seconds:.0f} s ({sizes} images, seed "
           f"{wanted['seed']}{', bias ' + bias if bias else ''}) -> {folder}")
     return folder
+
+
+def world_bias(folder):
+    """`(shape, colour)` of the bias of the world in `folder`, or None."""
+    with open(os.path.join(folder, SETTINGS_FILE), encoding="utf-8") as f:
+        text = json.load(f).get("bias")
+    if text is None:
+        return None
+    shape, rest = text.split("=", 1)
+    return shape, rest.split(":", 1)[0]
 
 
 def scene_images(folder, split, image_ids):

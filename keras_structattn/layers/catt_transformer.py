@@ -32,8 +32,20 @@ feeds the word predictor. The IS stream never reads the CS stream: it
 depends neither on the dictionaries nor on the encoder's CS output (the CS
 stream reads the IS stream, through its queries and residuals).
 
-Blocks are used in full-sequence (teacher-forced) form; there is no
-incremental decoding cache.
+A stack made with `dictionary_size=None` has no CS stream: its blocks
+are post-norm Transformer blocks with the very same IS weights (the
+non-CATT twin of a CATT model, for ablations and for the test that the IS
+stream alone is that model).
+
+Incremental decoding (`CATTDecoder.initial_cache` / `call_cached`): the
+IS self-attention keeps its projected keys and values in the attention
+core's cache (docs/attention_core.md); a later block's CS context, the
+previous block's CS outputs, is kept unprojected in a `[B, L, hidden]`
+buffer, written one position per step and attended up to that position
+(re-projected every step: `O(L d^2)` per step, negligible for captions of
+~20 tokens next to the encoder memory); the encoder's IS and CS outputs
+are projected once (static caches). A step equals the teacher-forced pass
+at that position to round-off.
 """
 
 import keras
@@ -125,9 +137,16 @@ class _CATTBlock(BlockBase):
         y = self._layer("ffn", stream)(x, training=training)
         return self._residual_add(x, y, "ffn", stream, training)
 
-    def _self_attention(self, x, context, padding_mask, cs_mask, causal, training):
-        """Both streams' self-attention sublayer (attention + residual + norm)."""
-        is_out, cs_out = self.self_attention(
+    def _self_attention(self, x, context, padding_mask, cs_mask, causal, training,
+                        cache=None, index=None):
+        """Both streams' self-attention sublayer (attention + residual + norm).
+
+        Returns:
+            `(is_stream, cs_stream, cache)`; the CS stream is None without a
+            CS context, the cache None without one.
+        """
+        caching = {} if cache is None else dict(cache=cache, cache_update_index=index)
+        outputs = self.self_attention(
             x,
             x,
             dictionary=context,
@@ -135,14 +154,19 @@ class _CATTBlock(BlockBase):
             dictionary_mask=cs_mask,
             use_causal_mask=causal,
             training=training,
+            **caching,
         )
-        return (
-            self._residual_add(x, is_out, "self_attention", "is", training),
-            self._residual_add(x, cs_out, "self_attention", "cs", training),
-        )
+        if cache is not None:
+            outputs, cache = outputs
+        is_out, cs_out = outputs if context is not None else (outputs, None)
+        z = self._residual_add(x, is_out, "self_attention", "is", training)
+        if cs_out is None:
+            return z, None, cache
+        return z, self._residual_add(x, cs_out, "self_attention", "cs", training), cache
 
-    def compute_output_shape(self, x_shape, *args, **kwargs):
-        return (tuple(x_shape), tuple(x_shape))
+    def compute_output_shape(self, x_shape, context_shape=None, *args, **kwargs):
+        cs_shape = None if context_shape is None else tuple(x_shape)
+        return (tuple(x_shape), cs_shape)
 
     def get_config(self):
         config = super().get_config()
@@ -185,28 +209,31 @@ class CATTEncoderBlock(_CATTBlock):
             first block).
         context: the CS context: the image dictionary `[K, hidden_size]` in
             the first block (attended without a mask), the previous block's
-            CS output `[B, S, hidden_size]` afterwards.
+            CS output `[B, S, hidden_size]` afterwards; None for no CS
+            stream (a post-norm Transformer block).
         padding_mask: optional bool `[B, S]`, True for real tokens; masks
             the keys of both streams (the dictionary excepted).
         training: whether dropout is active.
 
     Returns:
-        `(is_stream, cs_stream)`, each `[B, S, hidden_size]`.
+        `(is_stream, cs_stream)`, each `[B, S, hidden_size]` (the CS stream
+        None without a context).
     """
 
     def build(self, x_shape, context_shape=None):
         self._check_width("x", x_shape)
         self._check_width("context", context_shape)
-        context_shape = x_shape if context_shape is None else context_shape
         self.self_attention.build(x_shape, x_shape, None, context_shape)
         self._build_stream_layers(x_shape)
 
-    def call(self, x, context, padding_mask=None, training=None):
-        cs_mask = _stream_mask(padding_mask) if len(context.shape) == 3 else None
-        z, c = self._self_attention(x, context, padding_mask, cs_mask, False, training)
+    def call(self, x, context=None, padding_mask=None, training=None):
+        cs_mask = None
+        if context is not None and len(context.shape) == 3:
+            cs_mask = _stream_mask(padding_mask)
+        z, c, _ = self._self_attention(x, context, padding_mask, cs_mask, False, training)
         return (
             self._apply_feed_forward(z, "is", training),
-            self._apply_feed_forward(c, "cs", training),
+            None if c is None else self._apply_feed_forward(c, "cs", training),
         )
 
 
@@ -229,9 +256,14 @@ class CATTDecoderBlock(_CATTBlock):
         padding_mask: optional bool `[B, T]` for the decoder keys.
         encoder_padding_mask: optional bool `[B, S]`.
         training: whether dropout is active.
+        return_cross_scores: also return the cross-attention weights.
 
     Returns:
-        `(is_stream, cs_stream)`, each `[B, T, hidden_size]`.
+        `(is_stream, cs_stream)`, each `[B, T, hidden_size]` (CS None
+        without a context); with `return_cross_scores`, `((is_stream,
+        cs_stream), (is_scores, cs_scores))`, the weights `[B, num_heads,
+        T, S]` of each stream's cross-attention (to `encoder_is`,
+        `encoder_cs`).
     """
 
     _STREAM_LAYERS = ("cross_attention",)
@@ -244,7 +276,6 @@ class CATTDecoderBlock(_CATTBlock):
             ("encoder_cs", encoder_cs_shape),
         ):
             self._check_width(name, shape)
-        context_shape = x_shape if context_shape is None else context_shape
         encoder_shape = encoder_is_shape or encoder_cs_shape or x_shape
         self.self_attention.build(x_shape, x_shape, None, context_shape)
         self.cross_attention.build(x_shape, encoder_shape)
@@ -261,21 +292,104 @@ class CATTDecoderBlock(_CATTBlock):
         padding_mask=None,
         encoder_padding_mask=None,
         training=None,
+        return_cross_scores=False,
     ):
         cs_mask = None
-        if len(context.shape) == 3:
+        if context is not None and len(context.shape) == 3:
             cs_mask = _stream_mask(padding_mask, ops.shape(x)[1])
-        z, c = self._self_attention(x, context, padding_mask, cs_mask, True, training)
+        z, c, _ = self._self_attention(x, context, padding_mask, cs_mask, True, training)
+        outputs, scores = self._cross_and_feed_forward(
+            z, c, encoder_is, encoder_cs, encoder_padding_mask, training,
+            return_scores=return_cross_scores,
+        )
+        return (outputs, scores) if return_cross_scores else outputs
+
+    def _cross_and_feed_forward(self, z, c, encoder_is, encoder_cs, encoder_padding_mask,
+                                training, cache=None, return_scores=False):
+        """Each stream's cross-attention to its encoder memory, then FFN.
+
+        With `cache` (decoding) the memories are its static caches and
+        `encoder_is` / `encoder_cs` are not read.
+
+        Returns:
+            `((is_stream, cs_stream), (is_scores, cs_scores))`, the scores
+            `[B, N, T, S]` (None unless `return_scores`; the CS ones None
+            without a CS stream).
+        """
         mask = None
         if encoder_padding_mask is not None:
             mask = ops.cast(encoder_padding_mask, "bool")[:, None, :]
-        outputs = []
+        outputs, scores = [], []
         for stream, query, memory in (("is", z, encoder_is), ("cs", c, encoder_cs)):
+            if query is None:
+                outputs.append(None)
+                scores.append(None)
+                continue
             attention = self._layer("cross_attention", stream)
-            y = attention(query, memory, attention_mask=mask, training=training)
+            caching = {} if cache is None else {"cache": cache[f"encoder_{stream}"]}
+            result = attention(query, memory, attention_mask=mask, training=training,
+                               return_attention_scores=return_scores, **caching)
+            result = result if isinstance(result, tuple) else (result,)
+            y = result[0]
+            scores.append(result[1] if return_scores else None)
             y = self._residual_add(query, y, "cross_attention", stream, training)
             outputs.append(self._apply_feed_forward(y, stream, training))
-        return tuple(outputs)
+        return tuple(outputs), tuple(scores)
+
+    # --------------------------------------------------- incremental decoding
+
+    def empty_cache(self, batch_size, max_length, cs_context=False, dtype=None):
+        """A zero decoding cache: the IS self-attention's keys and values
+        `[B, 2, max_length, N, d]` and, with `cs_context` (a block after
+        the first, with a CS stream), the CS context buffer `[B,
+        max_length, hidden_size]`."""
+        dtype = dtype or self.compute_dtype
+        cache = {"self_attention": self.self_attention.empty_cache(batch_size, max_length, dtype)}
+        if cs_context:
+            cache["cs_context"] = ops.zeros((batch_size, max_length, self.hidden_size), dtype)
+        return cache
+
+    def encoder_cache(self, encoder_is, encoder_cs=None):
+        """The encoder's IS (and CS) outputs projected once by the
+        cross-attentions, `[B, 2, S, N, d]` each (static caches)."""
+        cache = {"encoder_is": self.cross_attention.project_memory(encoder_is)}
+        if encoder_cs is not None:
+            cache["encoder_cs"] = self._layer("cross_attention", "cs").project_memory(encoder_cs)
+        return cache
+
+    def call_cached(self, x, context, cache, index, encoder_padding_mask=None):
+        """One decoding step (inference: no dropout).
+
+        Args:
+            x: the IS stream at position `index`, `[B, 1, hidden_size]`.
+            context: the word dictionary `[K, hidden_size]` (first block),
+                the previous block's CS output at `index` `[B, 1,
+                hidden_size]` (later blocks; written into the cache's
+                buffer), or None (no CS stream).
+            cache: `empty_cache` merged with `encoder_cache`.
+            index: int scalar tensor, the position being decoded.
+            encoder_padding_mask: optional bool `[B, S]`.
+
+        Returns:
+            `((is_stream, cs_stream), cache)`, each stream `[B, 1,
+            hidden_size]` (CS None without a context).
+        """
+        new_cache = dict(cache)
+        cs_mask = None
+        if context is not None and len(context.shape) == 3:
+            buffer = cache["cs_context"]
+            zero = ops.zeros((), "int32")
+            start = (zero, ops.cast(index, "int32"), zero)
+            buffer = ops.slice_update(buffer, start, ops.cast(context, buffer.dtype))
+            new_cache["cs_context"] = context = buffer
+            # Causal: the positions decoded so far, this one included.
+            cs_mask = ops.arange(buffer.shape[1]) <= index
+        z, c, new_cache["self_attention"] = self._self_attention(
+            x, context, None, cs_mask, True, False, cache=cache["self_attention"], index=index
+        )
+        outputs, _ = self._cross_and_feed_forward(z, c, None, None, encoder_padding_mask, False,
+                                                  cache=cache)
+        return outputs, new_cache
 
 
 class _CATTStack(keras.layers.Layer):
@@ -305,7 +419,8 @@ class _CATTStack(keras.layers.Layer):
         block_kwargs = {k: kwargs.pop(k) for k in self._BLOCK_ARGS if k in kwargs}
         super().__init__(**kwargs)
         _checks.positive_int("num_layers", num_layers)
-        _checks.positive_int("dictionary_size", dictionary_size)
+        if dictionary_size is not None:
+            _checks.positive_int("dictionary_size", dictionary_size)
         self.num_layers = num_layers
         self.hidden_size = hidden_size
         self.filter_size = filter_size
@@ -331,15 +446,29 @@ class _CATTStack(keras.layers.Layer):
             k: v for k, v in self.blocks[0].get_config().items() if k in self._BLOCK_ARGS
         }
         # Built in `build`, under the stack's name scope, unless `adapt` or
-        # `set_centers` builds it first.
-        self.global_dictionary = GlobalDictionary(
-            dictionary_size,
-            initializer=clone_initializer(self.dictionary_initializer),
-            name="global_dictionary",
-            dtype=self.dtype_policy,
-        )
+        # `set_centers` builds it first. None: no CS stream.
+        self.global_dictionary = None
+        if dictionary_size is not None:
+            self.global_dictionary = GlobalDictionary(
+                dictionary_size,
+                initializer=clone_initializer(self.dictionary_initializer),
+                name="global_dictionary",
+                dtype=self.dtype_policy,
+            )
+
+    @property
+    def has_cs_stream(self):
+        """Whether the stack has a dictionary and a CS stream."""
+        return self.global_dictionary is not None
+
+    def _dictionary_shape(self):
+        if not self.has_cs_stream:
+            return None
+        return (self.dictionary_size, self.hidden_size)
 
     def _build_dictionary(self):
+        if not self.has_cs_stream:
+            return
         if not self.global_dictionary.built:
             self.global_dictionary.build((self.hidden_size,))
         elif self.global_dictionary.dim != self.hidden_size:
@@ -349,6 +478,8 @@ class _CATTStack(keras.layers.Layer):
             )
 
     def _dictionary(self):
+        if not self.has_cs_stream:
+            return None
         return ops.cast(self.global_dictionary.dictionary, self.compute_dtype)
 
     def get_config(self):
@@ -377,7 +508,8 @@ class CATTEncoder(_CATTStack):
         num_layers: blocks (6 in the paper).
         hidden_size, filter_size, num_heads: as `CATTEncoderBlock` (512,
             2048, 8 in the paper).
-        dictionary_size: K of the image dictionary (500 in the paper).
+        dictionary_size: K of the image dictionary (500 in the paper);
+            None for no dictionary and no CS stream (the non-CATT twin).
         dictionary_initializer: default uniform(0, 0.01); or call
             `encoder.global_dictionary.adapt(features)` for K-means centres
             (the features must already be `hidden_size` wide).
@@ -392,16 +524,17 @@ class CATTEncoder(_CATTStack):
 
     Returns:
         `(is_output, cs_output)` `[B, S, hidden_size]` each: [V_I]_E and
-        [V_C]_E, the decoder's memories.
+        [V_C]_E, the decoder's memories (`cs_output` None without a CS
+        stream).
     """
 
     _block_class = CATTEncoderBlock
 
     def build(self, x_shape):
         self._build_dictionary()
-        dictionary_shape = (self.dictionary_size, self.hidden_size)
+        stream_shape = x_shape if self.has_cs_stream else None
         for i, block in enumerate(self.blocks):
-            block.build(x_shape, dictionary_shape if i == 0 else x_shape)
+            block.build(x_shape, self._dictionary_shape() if i == 0 else stream_shape)
 
     def call(self, x, padding_mask=None, training=None):
         z, c = x, self._dictionary()
@@ -410,7 +543,7 @@ class CATTEncoder(_CATTStack):
         return z, c
 
     def compute_output_shape(self, x_shape):
-        return (tuple(x_shape), tuple(x_shape))
+        return (tuple(x_shape), tuple(x_shape) if self.has_cs_stream else None)
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
@@ -430,7 +563,8 @@ class CATTDecoder(_CATTStack):
         training: whether dropout is active.
 
     Returns:
-        `[B, T, 2 * hidden_size]`, or `(Z^, X^)` with `concat_outputs=False`.
+        `[B, T, 2 * hidden_size]`, or `(Z^, X^)` with `concat_outputs=False`;
+        `Z^` `[B, T, hidden_size]` without a CS stream.
     """
 
     _block_class = CATTDecoderBlock
@@ -443,17 +577,20 @@ class CATTDecoder(_CATTStack):
 
     def build(self, x_shape, encoder_is_shape=None, encoder_cs_shape=None):
         self._build_dictionary()
-        dictionary_shape = (self.dictionary_size, self.hidden_size)
+        stream_shape = x_shape if self.has_cs_stream else None
         for i, block in enumerate(self.blocks):
             block.build(
-                x_shape, dictionary_shape if i == 0 else x_shape, encoder_is_shape, encoder_cs_shape
+                x_shape,
+                self._dictionary_shape() if i == 0 else stream_shape,
+                encoder_is_shape,
+                encoder_cs_shape if self.has_cs_stream else None,
             )
 
     def call(
         self,
         x,
         encoder_is,
-        encoder_cs,
+        encoder_cs=None,
         padding_mask=None,
         encoder_padding_mask=None,
         training=None,
@@ -469,12 +606,85 @@ class CATTDecoder(_CATTStack):
                 encoder_padding_mask=encoder_padding_mask,
                 training=training,
             )
+        return self._outputs(z, c)
+
+    def cross_attention_scores(self, x, encoder_is, encoder_cs=None, layer=-1,
+                               encoder_padding_mask=None):
+        """Block `layer`'s cross-attention weights, IS and CS (no dropout).
+
+        Args:
+            x, encoder_is, encoder_cs, encoder_padding_mask: as `call`.
+            layer: the block (default the last).
+
+        Returns:
+            `(is_scores, cs_scores)` `[B, num_heads, T, S]` (CS None without
+            a CS stream).
+        """
+        index = range(self.num_layers)[layer]
+        z, c = x, self._dictionary()
+        for block in self.blocks[:index]:
+            z, c = block(z, c, encoder_is, encoder_cs, encoder_padding_mask=encoder_padding_mask)
+        _, scores = self.blocks[index](
+            z, c, encoder_is, encoder_cs, encoder_padding_mask=encoder_padding_mask,
+            return_cross_scores=True,
+        )
+        return scores
+
+    def _outputs(self, z, c):
+        if c is None:
+            return z
         if self.concat_outputs:
             return ops.concatenate([z, c], axis=-1)
         return z, c
 
+    # --------------------------------------------------- incremental decoding
+
+    def initial_cache(self, encoder_is, encoder_cs, max_length):
+        """The decoding state before the first step (`call_cached`).
+
+        Args:
+            encoder_is, encoder_cs: the `CATTEncoder` outputs `[B, S,
+                hidden_size]` (`encoder_cs` None without a CS stream).
+            max_length: the most positions decoded (static).
+
+        Returns:
+            A dict of batch-leading fixed-shape tensors, `block_<i>` per
+            block (beam search tiles and gathers it).
+        """
+        batch = ops.shape(encoder_is)[0]
+        cache = {}
+        for i, block in enumerate(self.blocks):
+            layer = block.empty_cache(batch, max_length, cs_context=i > 0 and self.has_cs_stream)
+            layer.update(block.encoder_cache(
+                encoder_is, encoder_cs if self.has_cs_stream else None))
+            cache[f"block_{i}"] = layer
+        return cache
+
+    def call_cached(self, x, cache, index, encoder_padding_mask=None):
+        """One decoding step: the stack's output at position `index`.
+
+        Args:
+            x: `[B, 1, hidden_size]`, the embedded word at `index`.
+            cache: from `initial_cache` or a previous step.
+            index: int scalar tensor.
+            encoder_padding_mask: optional bool `[B, S]`.
+
+        Returns:
+            `(output, cache)`: the output as `call`'s at that position
+            (`[B, 1, 2 * hidden_size]` by default).
+        """
+        z, c = x, self._dictionary()
+        new_cache = {}
+        for i, block in enumerate(self.blocks):
+            (z, c), new_cache[f"block_{i}"] = block.call_cached(
+                z, c, cache[f"block_{i}"], index, encoder_padding_mask
+            )
+        return self._outputs(z, c), new_cache
+
     def compute_output_shape(self, x_shape, encoder_is_shape=None, encoder_cs_shape=None):
         x_shape = tuple(x_shape)
+        if not self.has_cs_stream:
+            return x_shape
         if self.concat_outputs:
             return x_shape[:-1] + (2 * x_shape[-1],)
         return (x_shape, x_shape)

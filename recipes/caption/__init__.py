@@ -1,4 +1,4 @@
-"""Image captioning: a Transformer captioner with 2-D area attention, scored with CIDEr-D.
+"""Image captioning: Transformer captioners (area attention, CATT) and Up-Down, scored with CIDEr-D.
 
     python -m recipes.caption                  # = train (cross-entropy, then SCST), evaluate
     python -m recipes.caption train    [flags]
@@ -17,6 +17,19 @@ Sec. 4.3) on its 8x8 grid features: label-smoothed cross-entropy, then
 self-critical training with a CIDEr-D reward (Rennie et al., 2017,
 arXiv:1612.00563), then beam search over the test images, scored next to
 the "describe the biggest shape" baseline.
+
+--model picks the captioner (docs/captioning.md): `area` (the default
+above), `transformer` (a post-norm Transformer over region features),
+`catt` (Transformer+CATT, Yang et al., 2021, arXiv:2103.03493: the same
+network with in-sample and cross-sample attention over global image and
+word dictionaries of 500 entries, fitted by K-means before training;
+--dictionary_init uniform is the paper's "w/o Init"), `butd` (Up-Down,
+Anderson et al., 2018, arXiv:1707.07998) and `butd_catt` (Up-Down+CATT,
+a visual dictionary of 1000 entries). On Shapes world each trains its
+tiny set; on real data its paper-sized one. --world_bias SHAPE=COLOR:P
+makes a train/val confounder (test unbiased) and `evaluate` then also
+reports how often captions state colour-shape pairs the image lacks
+(CHAIR-style, Rohrbach et al., 2018), the biased pair above all.
 
 Real COCO: --karpathy_json dataset_coco.json (Karpathy's splits), or
 --captions_train/--captions_val/--captions_test captions_*.json (each
@@ -41,16 +54,35 @@ from recipes import _world
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "caption_shapes_world")
 DEFAULT_HPARAMS_SET = "captioner_tiny_area2x2"
+# --model: (its Shapes world set, its set on real data, its feature kind).
+MODELS = {
+    "area": (DEFAULT_HPARAMS_SET, DEFAULT_HPARAMS_SET, "grid"),
+    "transformer": ("transformer_captioner_tiny", "transformer_captioner_base", "regions"),
+    "catt": ("catt_captioner_tiny", "catt_captioner_base", "regions"),
+    "butd": ("updown_tiny", "updown_base", "regions"),
+    "butd_catt": ("updown_catt_tiny", "updown_catt_base", "regions"),
+}
+DICTIONARY_INITS = ("kmeans", "uniform")
 COMMANDS = ("train", "evaluate", "decode", "score", "visualize", "extract")
 # Commands that need a trained run in --output_dir.
 RUN_COMMANDS = ("evaluate", "decode", "visualize")
 SPLITS = ("train", "val", "test")
 BACKBONES = ("InceptionResNetV2", "ResNet50", "EfficientNetB0", "MobileNetV2")
 # The settings that define a run (saved in run.json, checked on resume).
+# (hparams_set and feature_kind: by --model, `run_defaults`.)
 RUN_DEFAULTS = dict(
-    hparams_set=DEFAULT_HPARAMS_SET, seed=1, min_word_count=5, max_caption_length=16,
-    feature_kind="grid",
+    model="area", hparams_set=DEFAULT_HPARAMS_SET, seed=1, min_word_count=5,
+    max_caption_length=16, feature_kind="grid", dictionary_init="kmeans",
 )
+
+
+def run_defaults(args):
+    """The settings of a new run: `RUN_DEFAULTS` with the hparams set and
+    feature kind of its --model (the tiny set on Shapes world)."""
+    model = args.model or RUN_DEFAULTS["model"]
+    world_set, real_set, kind = MODELS[model]
+    return dict(RUN_DEFAULTS, model=model, feature_kind=kind,
+                hparams_set=real_set if data_flags_given(args) else world_set)
 
 
 def build_parser():
@@ -65,9 +97,15 @@ def build_parser():
     run = parser.add_argument_group(
         "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
     )
+    run.add_argument("--model", choices=tuple(MODELS), default=None,
+                     help="the captioner (default area; see above)")
     run.add_argument("--hparams_set", default=None,
-                     help=f"default {DEFAULT_HPARAMS_SET}; captioner_{{tiny,small,base}}"
-                     "[_area2x2|_area3x3]")
+                     help=f"default: the --model's ({DEFAULT_HPARAMS_SET} for area); "
+                     "captioner_{tiny,small,base}[_area2x2|_area3x3], "
+                     "{catt,transformer}_captioner_{tiny,base}, updown[_catt]_{tiny,base}")
+    run.add_argument("--dictionary_init", choices=DICTIONARY_INITS, default=None,
+                     help="CATT dictionaries: K-means over the training embeddings "
+                     "(default, the paper) or the uniform initializer (its 'w/o Init')")
     run.add_argument("--hparams", default="",
                      help='comma-separated overrides, e.g. "area_key_mode=concat"')
     run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
@@ -78,7 +116,8 @@ def build_parser():
                      help="training captions are cut to this many words "
                      f"(default {RUN_DEFAULTS['max_caption_length']})")
     run.add_argument("--feature_kind", choices=("grid", "regions"), default=None,
-                     help="grid features [H, W, C] (default) or regions with boxes")
+                     help="grid features [H, W, C] or regions with boxes (default: grid "
+                     "for area, regions for the others)")
 
     data = parser.add_argument_group("data (default: generated Shapes world)")
     data.add_argument("--karpathy_json", type=_cli.input_file,

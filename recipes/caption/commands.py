@@ -5,6 +5,7 @@ it. Status goes to stderr (`print`, which `recipes._cli.execute` points
 there), results to stdout (`_cli.emit`).
 """
 
+import itertools
 import json
 import math
 import os
@@ -24,6 +25,8 @@ from keras_structattn.data import coco_captions  # noqa: E402
 from keras_structattn.data import image_features  # noqa: E402
 from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
 from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
+from keras_structattn.dictionaries import fit_dictionaries  # noqa: E402
+from keras_structattn.dictionaries import has_dictionaries  # noqa: E402
 from keras_structattn.losses import PaddedAccuracy  # noqa: E402
 from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
 from keras_structattn.metrics import CaptionScores  # noqa: E402
@@ -32,21 +35,31 @@ from keras_structattn.metrics import evaluate_captions  # noqa: E402
 from keras_structattn.metrics import ptb_tokenize  # noqa: E402
 from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
 from models.captioner import TransformerCaptioner  # noqa: E402
+from models.catt_captioner import CATTCaptioner  # noqa: E402
+from models.updown import UpDownCaptioner  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes._run import RunFolder  # noqa: E402
 from recipes._run import fit_callbacks  # noqa: E402
 from recipes._run import history_from_csv  # noqa: E402
 from recipes._run import write_atomically  # noqa: E402
 from recipes._run import write_json  # noqa: E402
+from recipes._vl import max_regions_of  # noqa: E402
+from recipes.caption import MODELS  # noqa: E402
 from recipes.caption import RUN_DEFAULTS  # noqa: E402
 from recipes.caption import SPLITS  # noqa: E402
 from recipes.caption import data_flags_given  # noqa: E402
+from recipes.caption import run_defaults  # noqa: E402
 from recipes.caption import world as world_lib  # noqa: E402
 
 HPARAMS_FILE = "hparams.json"
-# Applied to the default set only: its 1,000 warm-up steps are for COCO-sized
-# runs; the embedded default trains about as many steps in all.
+# Applied to the models' Shapes world sets only: their 1,000 warm-up steps
+# are for COCO-sized runs; the embedded default trains about as many steps
+# in all.
 DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=200"
+# The captioner classes, by their sets' `model_type`.
+MODEL_CLASSES = {
+    cls.model_type: cls for cls in (TransformerCaptioner, CATTCaptioner, UpDownCaptioner)
+}
 VOCAB_FILE = "vocab.json"
 XE_DIR, SCST_DIR = "checkpoints", "scst_checkpoints"
 # The metrics printed, in pycocoevalcap's names and order.
@@ -152,11 +165,19 @@ def load_splits(args, settings, needed):
     return splits
 
 
+# Bottom-up features have 10 to 100 regions an image (Anderson et al., 2018).
+MAX_REGIONS = 100
+
+
 def feature_batch(store, image_ids, kind):
-    """The encoder input of `image_ids`: a grid `[B, H, W, C]` or a regions dict."""
+    """The encoder input of `image_ids`: a grid `[B, H, W, C]` or a regions
+    dict, padded to the store's region count (one static shape for every
+    batch: `recipes._vl.max_regions_of`)."""
     if kind == "grid":
         return image_features.grid_batch(store, image_ids)
-    features, boxes, mask = image_features.region_batch(store, image_ids)
+    if not hasattr(store, "padded_regions"):
+        store.padded_regions = max_regions_of(store, MAX_REGIONS)
+    features, boxes, mask = image_features.region_batch(store, image_ids, store.padded_regions)
     return {"features": features, "boxes": boxes, "mask": mask}
 
 
@@ -180,21 +201,32 @@ def resolve_run(args):
         depends on the data's grid, see `new_hparams`).
     """
     run = RunFolder(args.output_dir)
-    given = dict(hparams_set=args.hparams_set, min_word_count=args.min_word_count,
-                 max_caption_length=args.max_caption_length, feature_kind=args.feature_kind)
+    given = dict(model=args.model, hparams_set=args.hparams_set,
+                 min_word_count=args.min_word_count,
+                 max_caption_length=args.max_caption_length, feature_kind=args.feature_kind,
+                 dictionary_init=args.dictionary_init)
     if args.command == "train":
         given["seed"] = args.seed
-    settings = run.resolve_settings(given, RUN_DEFAULTS)
+    settings = run.resolve_settings(given, run_defaults(args))
+    # Runs made before --model and --dictionary_init existed.
+    settings.setdefault("model", "area")
+    settings.setdefault("dictionary_init", RUN_DEFAULTS["dictionary_init"])
     if run.holds_run:
         saved = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
         run.check_hparams(saved, _usage(saved.parse, args.hparams))
         return run, settings, saved
     hparams = _usage(hparams_lib.get, settings["hparams_set"])
-    if hparams.model_type != TransformerCaptioner.model_type:
+    if hparams.model_type not in MODEL_CLASSES:
         raise _cli.UsageError(
             f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set; "
-            "captioning takes a captioner_* set"
+            "captioning takes a captioner_*, catt_captioner_*, transformer_captioner_* or "
+            "updown_* set"
         )
+    expected = hparams_lib.get(MODELS[settings["model"]][0]).model_type
+    if hparams.model_type != expected:
+        raise _cli.UsageError(
+            f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set, not a "
+            f"set of --model {settings['model']} ({expected})")
     _usage(hparams.parse, args.hparams)  # checked now, applied in new_hparams
     return run, settings, None
 
@@ -203,7 +235,7 @@ def new_hparams(args, settings, feature_shape):
     """A new run's hparams: the set's, fitted to the data's grid and the
     feature kind, then `--hparams`."""
     hparams = hparams_lib.get(settings["hparams_set"])
-    if settings["hparams_set"] == RUN_DEFAULTS["hparams_set"]:
+    if settings["hparams_set"] == MODELS[settings["model"]][0]:
         hparams = hparams.parse(DEFAULT_SET_OVERRIDES)
     fitted = f"encoder_input={settings['feature_kind']}"
     if settings["feature_kind"] == "grid":
@@ -212,8 +244,9 @@ def new_hparams(args, settings, feature_shape):
 
 
 def build_model(hparams, vocab_size, feature_shape, seed=None):
-    """The captioner of `hparams`, built on a batch of zeros."""
-    model = TransformerCaptioner.from_hparams(hparams, vocab_size, seed=seed)
+    """The captioner of `hparams` (its class by `model_type`), built on a
+    batch of zeros."""
+    model = MODEL_CLASSES[hparams.model_type].from_hparams(hparams, vocab_size, seed=seed)
     if hparams.encoder_input == "grid":
         features = np.zeros((1, *feature_shape), "float32")
     else:
@@ -398,7 +431,7 @@ def train(args):
         if args.scst_steps and not args.no_eval:
             # The cross-entropy model's scores, for the comparison with SCST.
             print("[eval] the cross-entropy model, before self-critical training:")
-            before, _ = caption_split(args, trained, splits, save=False)
+            before, _, _ = caption_split(args, trained, splits, save=False)
             write_json(run.file(f"{args.split}_scores_cross_entropy.json"),
                        {"scores": before.scores, "not_computed": before.not_computed})
     if args.scst_steps:
@@ -426,6 +459,9 @@ def train_cross_entropy(args, settings, splits, vocab, model, batch_size):
         return
     if epochs_done:
         print(f"[train] resuming cross-entropy at step {done}")
+    else:
+        # A fresh model (a checkpoint holds fitted dictionaries already).
+        init_dictionaries(model, splits["train"], vocab, settings, batch_size)
     print(f"[train] cross-entropy: {len(splits['train'].records)} images, batches of "
           f"{batch_size} images x {CAPTIONS_PER_IMAGE} captions")
     validation = None
@@ -442,6 +478,32 @@ def train_cross_entropy(args, settings, splits, vocab, model, batch_size):
                    StopAtStep(args.train_steps), keras.callbacks.TerminateOnNaN()],
         verbose=args.verbose,
     )
+
+
+def init_dictionaries(model, split, vocab, settings, batch_size):
+    """Fits a CATT model's dictionaries by K-means over one pass of the
+    training batches (`keras_structattn.dictionaries`), unless the run
+    asked for the uniform initializer; the same seed gives the same
+    centres, so a run killed before its first checkpoint refits them alike."""
+    if not has_dictionaries(model):
+        return
+    if settings["dictionary_init"] == "uniform":
+        print("[dictionaries] uniform(0, 0.01) initializer (--dictionary_init uniform, "
+              "the paper's 'w/o Init')")
+        return
+    start = time.time()
+    per_pass = max(1, len(split.records) // batch_size)
+    batches = xe_batches(split, vocab, settings, batch_size, settings["seed"])
+    inputs = (batch[0] for batch in itertools.islice(batches, per_pass))
+    try:
+        report = fit_dictionaries(model, inputs, seed=settings["seed"])
+    except ValueError as error:  # a dictionary larger than the data
+        raise _cli.UsageError(f"{error} (--hparams dictionary_size=...)") from None
+    for name, values in report.items():
+        layer = model.global_dictionaries()[name]
+        print(f"[dictionaries] {name}: K-means, {layer.size} centres of {values['rows']:,} "
+              f"vectors (inertia {values['inertia']:.4g})")
+    print(f"[dictionaries] fitted in {time.time() - start:.1f} s")
 
 
 def train_self_critical(args, settings, splits, vocab, model, jit):
@@ -586,21 +648,45 @@ def evaluate(args, trained=None, splits=None, before=None):
     Returns:
         The `CaptionScores` of the model.
     """
-    scores, split = caption_split(args, trained or load_trained(args), splits)
+    scores, split, results = caption_split(args, trained or load_trained(args), splits)
     columns = {"model": scores}
     if before is not None:
         columns = {"self-critical": scores, "cross-entropy": before}
+    outputs = {next(iter(columns)): results}
     baseline_path = world_lib.baseline_path(args, args.split)
     if baseline_path and os.path.exists(baseline_path):
-        columns["baseline"] = evaluate_captions(split.annotations(), _read_json(baseline_path))
+        outputs["baseline"] = _read_json(baseline_path)
+        columns["baseline"] = evaluate_captions(split.annotations(), outputs["baseline"])
         print(f"[eval] baseline: {world_lib.BASELINE_NAME}")
-    write_json(os.path.join(args.output_dir, f"{args.split}_scores.json"), {
+    saved = {
         name: {"scores": value.scores, "not_computed": value.not_computed}
         for name, value in columns.items()
-    })
-    for line in score_table(columns):
+    }
+    rates = world_lib.hallucination_of(args, args.split, outputs)
+    for name, values in rates.items():
+        saved[name]["hallucination"] = values
+    write_json(os.path.join(args.output_dir, f"{args.split}_scores.json"), saved)
+    for line in score_table(columns) + hallucination_table(rates, list(columns)):
         _cli.emit(line)
     return scores
+
+
+def hallucination_table(columns, titles):
+    """Result lines of the colour-shape hallucination rates (percent)
+    under the score table's `titles` ("-" where not computed)."""
+    if not columns:
+        return []
+    rows = (("CHAIR_i", "chair_i"), ("CHAIR_s", "chair_s"), ("biased", "biased_pair"),
+            ("biased@cf", "biased_pair_conflict"))
+    first = next(iter(columns.values()))
+    lines = []
+    for label, key in rows:
+        if key not in first:
+            continue
+        values = [columns.get(t, {}).get(key) for t in titles]
+        lines.append(f"{label:10s}" + "".join(
+            f" {100 * v:13.2f}%" if v is not None else f" {'-':>14s}" for v in values))
+    return lines
 
 
 def caption_split(args, trained, splits=None, save=True):
@@ -608,7 +694,7 @@ def caption_split(args, trained, splits=None, save=True):
     `save` writes them to DIR/<split>_results.json.
 
     Returns:
-        `(CaptionScores, Split)`.
+        `(CaptionScores, Split, results)`, the results in the COCO format.
     """
     if splits is None or args.split not in splits:
         splits = load_splits(args, trained[2], (args.split,))
@@ -627,7 +713,7 @@ def caption_split(args, trained, splits=None, save=True):
         print(f"  image {record.image_id}: {caption}\n    reference: {record.captions[0]}")
     if save:
         write_json(os.path.join(args.output_dir, f"{args.split}_results.json"), results)
-    return scores, split
+    return scores, split, results
 
 
 def _read_json(path):
@@ -695,6 +781,8 @@ def visualize(args):
 
     trained = load_trained(args)
     model, vocab, settings, _ = trained
+    if not isinstance(model, TransformerCaptioner):
+        return visualize_streams(args, trained)
     if settings["feature_kind"] != "grid":
         raise _cli.UsageError("visualize draws grid areas: the run uses region features")
     splits = load_splits(args, settings, (args.split,))
@@ -720,6 +808,82 @@ def visualize(args):
         path = os.path.join(folder, f"{record.image_id}.png")
         picture = attention_maps.draw_word_areas(image, words + ["<eos>"], areas,
                                                  grid_shape=settings["feature_shape"][:2])
+        write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
+        written.append(path)
+        _cli.emit(f"{path}\t{caption}")
+    print(f"[visualize] {len(written)} images -> {folder}")
+    return written
+
+
+# Words whose attention is drawn first: those a colour-shape confounder acts on.
+_DRAWN_WORDS = 4
+
+
+def _drawn_positions(words):
+    from keras_structattn.data.shapes_world.hallucination import is_colour_or_shape
+
+    chosen = [t for t, w in enumerate(words) if is_colour_or_shape(w)][:_DRAWN_WORDS]
+    return chosen or list(range(min(_DRAWN_WORDS, len(words))))
+
+
+def visualize_streams(args, trained):
+    """PNGs of a CATT or Up-Down captioner's attention, IS beside CS.
+
+    For a few words of each generated caption (colours and shapes first):
+    the in-sample attention over the regions (a spotlight) beside the
+    cross-sample one: Transformer+CATT's CS stream over the encoder's CS
+    output (one entry per region, so also a spotlight), Up-Down+CATT's
+    over its global dictionary (the top entries as bars). Plain Up-Down
+    and Transformer runs draw the IS attention alone.
+    """
+    from keras_structattn import attention_maps
+
+    model, vocab, settings, _ = trained
+    if settings["feature_kind"] != "regions":
+        raise _cli.UsageError("visualize draws region attention: the run uses grid features")
+    splits = load_splits(args, settings, (args.split,))
+    if args.split not in splits:
+        raise _cli.UsageError(f"no {args.split} captions to visualize")
+    split = splits[args.split]
+    chosen = split.records[: args.num_images]
+    captions = caption_images(trained, split.store, [r.image_id for r in chosen], args)
+    images = world_lib.images_of(args, split, chosen)
+    folder = os.path.join(args.output_dir, "attention")
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for record, caption, image in zip(chosen, captions, images):
+        features = feature_batch(split.store, [record.image_id], "regions")
+        words = caption.split() + ["<eos>"]
+        targets = vocab.encode(words[:-1]) + [1]
+        decoder_inputs = np.array([[0] + targets[:-1]], "int32")
+        if isinstance(model, CATTCaptioner):
+            weights = model.encdec_attention(features, decoder_inputs, layer=args.layer)
+            # [1, heads, T, R] -> [T, R], averaged over heads.
+            is_w, cs_w = (None if w is None else keras.ops.convert_to_numpy(w)[0].mean(0)
+                          for w in weights)
+            cs_kind = "regions"
+        else:
+            is_w, cs_w = (None if w is None else keras.ops.convert_to_numpy(w)[0]
+                          for w in model.attention_weights(features, decoder_inputs))
+            cs_kind = "dictionary"
+        real = np.asarray(features["mask"][0], bool)
+        boxes = np.asarray(features["boxes"][0])[real]
+        rows = []
+        for t in _drawn_positions(words):
+            left = attention_maps.draw_region_weights(
+                image, boxes, is_w[t][real], title=[f'"{words[t]}": in-sample (regions)'])
+            if cs_w is None:
+                rows.append(left)
+            elif cs_kind == "regions":
+                rows.append(attention_maps.beside(left, attention_maps.draw_region_weights(
+                    image, boxes, cs_w[t][real],
+                    title=[f'"{words[t]}": cross-sample ([V_C]_E)'])))
+            else:
+                rows.append(attention_maps.beside(left, attention_maps.draw_weight_bars(
+                    cs_w[t], title=[f'"{words[t]}": cross-sample (dictionary)'],
+                    label="entry")))
+        picture = attention_maps.stacked(rows)
+        path = os.path.join(folder, f"{record.image_id}.png")
         write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
         written.append(path)
         _cli.emit(f"{path}\t{caption}")

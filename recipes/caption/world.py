@@ -63,3 +63,32 @@ def images_of(args, split, records):
     if not args.images:
         raise _cli.UsageError("visualize needs --images, the folder of the split's images")
     return _world.read_images(args.images, [r.file_name for r in records], image_ids)
+
+
+def hallucination_of(args, split, outputs):
+    """CHAIR-style colour-shape hallucination rates of captions of a Shapes
+    world split (`keras_structattn.data.shapes_world.hallucination`), with
+    the world's bias if it has one.
+
+    Args:
+        args: the flags.
+        split: the split name.
+        outputs: `{column: COCO results}` (the model's, the baseline's).
+
+    Returns:
+        `{column: rates}`; empty for real data.
+    """
+    from recipes.caption import data_flags_given
+
+    if data_flags_given(args):
+        return {}
+    from keras_structattn.data.shapes_world import hallucination
+
+    folder = folder_of(args)
+    pairs = hallucination.scene_pairs(os.path.join(folder, f"scenes_{split}.json"))
+    bias = _world.world_bias(folder)
+    if bias is not None:
+        print(f"[eval] hallucination: colour-shape claims absent from the scene; the bias "
+              f"{bias[1]} {bias[0]} (biased@cf: over the {bias[0]}s of other colours only)")
+    return {name: hallucination.hallucination_rates(results, pairs, bias)
+            for name, results in outputs.items()}
