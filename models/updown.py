@@ -29,7 +29,8 @@ with the same additive scorer (`CATTTopDownAttention`; IS-ATT over the
 regions, CS-ATT over the dictionary), and the language LSTM reads
 `[v^_IS; v^_CS; h1_t]`. The dictionary lives in the space of the `v_i`:
 `keras_structattn.dictionaries.fit_dictionaries` sets it to K-means centres
-of the training images' region vectors (the paper's initialisation).
+of the training images' region vectors (the paper's initialisation). See
+docs/captioning.md ("Up-Down and Up-Down+CATT").
 
 Dropout (`dropout`, self-critical.pytorch's `drop_prob_lm`) is where that
 code puts it: on the region vectors, on the word embeddings and on `h2`
@@ -422,12 +423,15 @@ class UpDownCaptioner(ImageInput, Seq2Seq):
 
 # ----------------------------------------------------------------- hparams
 
-# CPU sizes for Shapes world (400 cross-entropy steps of 16 images x 5
-# captions in a minute or two on 2 cores): a shorter warm-up to a peak of
-# 0.25 / sqrt(100 * 128) = 2.2e-3, for runs of a few hundred steps.
+# CPU sizes for Shapes world, for runs of a few hundred steps of 16 images
+# x 5 captions: a shorter warm-up to a peak of 0.25 / sqrt(100 * 128) =
+# 2.2e-3. The scorer is 32 wide: BUTD+CATT's CS branch scores all 1000
+# dictionary entries for every word (B * T * K * attention_size tanh's), and
+# at 64 that made a CPU step about 2.5x slower (docs/captioning.md); both
+# sets keep the same sizes so that they compare.
 _TINY = dict(
     hidden_size=128,
-    attention_size=64,
+    attention_size=32,
     dropout=0.3,
     learning_rate_constant=0.25,
     learning_rate_warmup_steps=100,
