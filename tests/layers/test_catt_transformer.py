@@ -327,3 +327,90 @@ def test_blocks_compose_into_the_stacks():
 def test_bad_arguments_are_named(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def copy_shared_weights(source, target):
+    """Sets every weight of `target` from the weight of `source` at the same
+    path (the twin's weights are a subset of the CATT stack's)."""
+    values = weights_by_name(source)
+    for weight in target.weights:
+        weight.assign(values[weight.path.split("/", 1)[1]].astype("float32"))
+
+
+def test_the_twin_stacks_equal_the_is_stream_with_the_same_weights():
+    """`dictionary_size=None` stacks are the CATT stacks' IS stream alone:
+    the same weights (the dictionaries aside) give the same outputs."""
+    encoder, decoder = make_pair()
+    decoder.concat_outputs = False
+    twin_encoder = CATTEncoder(2, HIDDEN, FILTER, HEADS, dictionary_size=None)
+    twin_decoder = CATTDecoder(2, HIDDEN, FILTER, HEADS, dictionary_size=None)
+    twin_encoder.build((2, 5, HIDDEN))
+    twin_decoder.build((2, 4, HIDDEN), (2, 5, HIDDEN))
+    assert twin_encoder.count_params() == encoder.count_params() - K_IMAGE * HIDDEN
+    assert twin_decoder.count_params() == decoder.count_params() - K_WORDS * HIDDEN
+    copy_shared_weights(encoder, twin_encoder)
+    copy_shared_weights(decoder, twin_decoder)
+    x, y, pad, words = inputs(8)
+    z, c = run(encoder, x, padding_mask=pad)
+    twin_z, twin_c = run(twin_encoder, x, padding_mask=pad)
+    assert twin_c is None
+    np.testing.assert_allclose(to_np(twin_z), to_np(z), rtol=1e-5, atol=1e-5)
+    is_stream, _ = run(decoder, y, z, c, padding_mask=words, encoder_padding_mask=pad)
+    twin_out = run(twin_decoder, y, twin_z, padding_mask=words, encoder_padding_mask=pad)
+    np.testing.assert_allclose(to_np(twin_out), to_np(is_stream), rtol=1e-5, atol=1e-5)
+
+
+def test_the_first_cs_attention_sees_the_dictionary_not_the_sample():
+    """In the first block the CS stream of an item depends on its own query
+    and the dictionary only: changing the other items (the sample's keys
+    and values) leaves it, and not the IS stream, unchanged."""
+    encoder, _ = make_pair()
+    block = encoder.blocks[0]
+    dictionary = encoder.global_dictionary.dictionary
+    x, _, pad, _ = inputs(9)
+    z0, c0 = (to_np(t) for t in run(block, x, dictionary, padding_mask=pad))
+    changed = x.copy()
+    changed[:, 1:] += np.random.default_rng(1).normal(size=changed[:, 1:].shape)
+    z1, c1 = (to_np(t) for t in run(block, changed, dictionary, padding_mask=pad))
+    np.testing.assert_allclose(c1[:, 0], c0[:, 0], rtol=1e-5, atol=1e-5)
+    assert np.abs(z1[:, 0] - z0[:, 0]).max() > 1e-3
+    assert np.abs(c1[:, 1:] - c0[:, 1:]).max() > 1e-3
+
+
+@pytest.mark.parametrize("share_weights,cs_stream", [(True, True), (False, True), (True, False)])
+def test_cached_decoding_equals_the_full_pass(share_weights, cs_stream):
+    """Step by step with the caches (IS keys/values, the CS context buffer,
+    the projected encoder memories) equals the teacher-forced pass."""
+    encoder, decoder = make_pair(share_weights)
+    if not cs_stream:
+        twin_encoder = CATTEncoder(2, HIDDEN, FILTER, HEADS, dictionary_size=None)
+        twin_decoder = CATTDecoder(2, HIDDEN, FILTER, HEADS, dictionary_size=None)
+        twin_encoder.build((2, 5, HIDDEN))
+        twin_decoder.build((2, 4, HIDDEN), (2, 5, HIDDEN))
+        copy_shared_weights(encoder, twin_encoder)
+        copy_shared_weights(decoder, twin_decoder)
+        encoder, decoder = twin_encoder, twin_decoder
+    x, y, pad, _ = inputs(10)
+    z, c = encoder(x, padding_mask=pad)
+    full = to_np(decoder(y, z, c, encoder_padding_mask=pad))
+    cache = decoder.initial_cache(z, c, y.shape[1])
+    steps = []
+    for t in range(y.shape[1]):
+        out, cache = decoder.call_cached(y[:, t:t + 1], cache, ops.convert_to_tensor(t, "int32"),
+                                         encoder_padding_mask=pad)
+        steps.append(to_np(out)[:, 0])
+    np.testing.assert_allclose(np.stack(steps, 1), full, rtol=1e-4, atol=1e-4)
+
+
+def test_cross_attention_scores_are_distributions_over_the_real_items():
+    encoder, decoder = make_pair()
+    x, y, pad, _ = inputs(11)
+    z, c = encoder(x, padding_mask=pad)
+    for layer in (0, -1):
+        is_scores, cs_scores = (to_np(s) for s in decoder.cross_attention_scores(
+            y, z, c, layer=layer, encoder_padding_mask=pad))
+        for scores in (is_scores, cs_scores):
+            assert scores.shape == (2, HEADS, 4, 5)
+            np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)
+            assert np.all(scores[1, :, :, 3:] == 0)
+        assert not np.allclose(is_scores, cs_scores)
