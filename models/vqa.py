@@ -23,7 +23,8 @@ The common interface of the library's VQA models (also `models.muan.MUAN`):
 y1, x2, y2] (zeros at padding), "region_mask": bool [B, N] (True =
 real)}` returns float32 logits `[B, num_answers]`; `attention_maps(inputs)`;
 `from_hparams(hparams, vocab_size, num_answers, *, word_vectors=None,
-seed=None)`. `build_vqa_model` dispatches on `hparams.architecture`.
+seed=None)`. `build_vqa_model` dispatches on `hparams.architecture`
+(also `models.muan.MUAN` and `models.catt_vqa.CATTVQA`, Transformer+CATT).
 
 Hyper-parameter sets (`model_type="vqa"`): `mcan_small`, `mcan_large`,
 `mcan_pa_small`, and the CPU-sized `mcan_tiny`, `mcan_pa_tiny`. See
@@ -48,7 +49,7 @@ from keras_structattn.layers.question_encoder import QuestionEncoder
 from keras_structattn.ops import _checks
 from keras_structattn.ops.box_geometry import box_position_features
 
-ARCHITECTURES = ("mcan", "mcan_pa", "muan")
+ARCHITECTURES = ("mcan", "mcan_pa", "muan", "catt")
 INPUT_KEYS = ("question", "regions", "boxes", "region_mask")
 WORD_POSITION_INITS = ("normal", "uniform")
 
@@ -409,7 +410,7 @@ def build_vqa_model(hparams, vocab_size, num_answers, *, word_vectors=None, seed
 
     Args:
         hparams: a `model_type="vqa"` `HParams` with `architecture` in
-            ("mcan", "mcan_pa", "muan").
+            ("mcan", "mcan_pa", "muan", "catt").
         vocab_size: the question vocabulary size.
         num_answers: the answer vocabulary size.
         word_vectors: optional `[vocab_size, word_dim]` initial embeddings.
@@ -423,6 +424,10 @@ def build_vqa_model(hparams, vocab_size, num_answers, *, word_vectors=None, seed
         from models.muan import MUAN  # noqa: PLC0415 (MUAN's module imports this one's users)
 
         model_class = MUAN
+    elif hparams.architecture == "catt":
+        from models.catt_vqa import CATTVQA  # noqa: PLC0415 (it imports this module)
+
+        model_class = CATTVQA
     else:
         model_class = MCAN
     return model_class.from_hparams(

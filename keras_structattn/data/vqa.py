@@ -69,6 +69,9 @@ class VQARecord(NamedTuple):
         answers: the 10 raw human answers (a tuple of `str`), or `()`
             without annotations.
         multiple_choice_answer: the annotation's most common answer, or None.
+        bias_conflict: the annotation's `bias_conflict` (Shapes world with
+            `--world_bias`: the answer contradicts the training split's
+            confounder), or None where the annotation has none.
     """
 
     question_id: int
@@ -79,6 +82,7 @@ class VQARecord(NamedTuple):
     answer_type: str = None
     answers: tuple = ()
     multiple_choice_answer: str = None
+    bias_conflict: bool = None
 
 
 class _Invalid(ValueError):
@@ -166,7 +170,11 @@ def _parse_annotation(where, entry, image_id):
                 f"found {answer!r:.80}.",
             )
         raw.append(value)
-    return question_type, answer_type, tuple(raw), best
+    conflict = entry.get("bias_conflict")
+    if conflict is not None and not isinstance(conflict, bool):
+        raise _Invalid("bad_type", f"{where}: 'bias_conflict' must be true or false; "
+                       f"found {conflict!r:.80}.")
+    return question_type, answer_type, tuple(raw), best, conflict
 
 
 def read_vqa(questions_path, annotations_path=None, *, skip_invalid=False):
@@ -252,7 +260,7 @@ def read_vqa(questions_path, annotations_path=None, *, skip_invalid=False):
     records = []
     for qid, (index, image_id, question) in parsed.items():
         if annotated is None:
-            extra = (None, None, (), None)
+            extra = (None, None, (), None, None)
         elif qid in annotated:
             extra = annotated[qid]
         elif qid in failed:
@@ -268,11 +276,11 @@ def read_vqa(questions_path, annotations_path=None, *, skip_invalid=False):
                 report,
             )
             continue
-        question_type, answer_type, answers, best = extra
+        question_type, answer_type, answers, best, conflict = extra
         records.append(
             VQARecord(
                 qid, image_id, question, tokenize_question(question),
-                question_type, answer_type, answers, best,
+                question_type, answer_type, answers, best, conflict,
             )
         )
     report["questions"] = len(records)

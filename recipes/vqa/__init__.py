@@ -1,7 +1,7 @@
-"""Visual question answering: MCAN, MCAN+PA and MUAN, scored with the official VQA accuracy.
+"""Visual question answering: MCAN, MCAN+PA, MUAN, Transformer(+CATT); official VQA accuracy.
 
     python -m recipes.vqa                    # = train, then evaluate on the test split
-    python -m recipes.vqa train     [--model mcan|mcan_pa|muan] [flags]
+    python -m recipes.vqa train     [--model mcan|mcan_pa|muan|catt|transformer] [flags]
     python -m recipes.vqa evaluate  [--split test]  # accuracy per question type
     python -m recipes.vqa predict   --questions Q.json --features F [--output_file R.json]
     python -m recipes.vqa score     --questions Q.json --annotations A.json --results R.json
@@ -10,7 +10,13 @@
 Models (`models/vqa.py`, `models/muan.py`; docs/vqa.md): MCAN (Yu et al.,
 2019, arXiv:1906.10770), MCAN+PA (Mao et al., 2022, IEEE TNNLS: positional
 word, object and multimodal attention) and MUAN (Yu et al., 2019,
-arXiv:1908.04107: gated self-attention over [question; regions]).
+arXiv:1908.04107: gated self-attention over [question; regions]),
+Transformer+CATT (`--model catt`; Yang et al., 2021, arXiv:2103.03493:
+LXMERT-style language, vision and cross-modality layers with in-sample and
+cross-sample attention, trained from scratch; its word and image
+dictionaries are fitted by K-means over the training split before
+training, or left uniform with --dictionary_init uniform, the paper's
+"w/o Init") and its non-CATT twin (`--model transformer`).
 
 With no data flags it generates Shapes world VQA (keras_structattn.data.
 shapes_world: deterministic scenes with count, colour, shape, existence
@@ -42,16 +48,23 @@ from recipes import _cli
 from recipes import _world
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "vqa_shapes_world")
-MODELS = ("mcan", "mcan_pa", "muan")
+MODELS = ("mcan", "mcan_pa", "muan", "catt", "transformer")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
 # Commands that need a trained run in --output_dir.
 RUN_COMMANDS = ("evaluate", "predict", "visualize")
 SPLITS = ("train", "val", "test")
 # The settings that define a run (saved in run.json, checked on resume).
-RUN_DEFAULTS = dict(model="mcan", hparams_set=None, seed=1, min_answer_count=9)
+RUN_DEFAULTS = dict(model="mcan", hparams_set=None, seed=1, min_answer_count=9,
+                    dictionary_init="kmeans")
 # The hparams set of a model: on Shapes world / on real data (the paper's).
-WORLD_SETS = {"mcan": "mcan_tiny", "mcan_pa": "mcan_pa_tiny", "muan": "muan_tiny"}
-PAPER_SETS = {"mcan": "mcan_small", "mcan_pa": "mcan_pa_small", "muan": "muan_base"}
+WORLD_SETS = {"mcan": "mcan_tiny", "mcan_pa": "mcan_pa_tiny", "muan": "muan_tiny",
+              "catt": "catt_vqa_tiny", "transformer": "catt_vqa_tiny_nocatt"}
+PAPER_SETS = {"mcan": "mcan_small", "mcan_pa": "mcan_pa_small", "muan": "muan_base",
+              "catt": "catt_vqa_small", "transformer": "catt_vqa_small_nocatt"}
+# The `architecture` of each model's hparams sets (the twin is a CATT set
+# with dictionary_size=0).
+ARCHITECTURES = {"transformer": "catt"}
+DICTIONARY_INITS = ("kmeans", "uniform")
 
 
 def build_parser():
@@ -78,6 +91,10 @@ def build_parser():
                      help="answers (normalised multiple_choice_answer) seen fewer times in "
                      f"the training and validation annotations are left out (default "
                      f"{RUN_DEFAULTS['min_answer_count']}: MCAN's 'more than 8')")
+    run.add_argument("--dictionary_init", choices=DICTIONARY_INITS, default=None,
+                     help="CATT: the dictionaries' initialisation before training: K-means "
+                     "over the training split's embedded words and regions (default, the "
+                     "paper's) or the uniform(0, 0.01) initializer (the 'w/o Init' ablation)")
 
     data = parser.add_argument_group("data (default: generated Shapes world)")
     for split in SPLITS:

@@ -14,7 +14,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+import models.catt_vqa  # noqa: E402, F401  (registers the Transformer+CATT hparams sets)
 import models.muan  # noqa: E402, F401  (registers the MUAN hparams sets)
+from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
+from keras_structattn import dictionaries  # noqa: E402
 from keras_structattn.data import vqa as vqa_data  # noqa: E402
 from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
 from keras_structattn.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
@@ -28,6 +31,7 @@ from recipes import _world  # noqa: E402
 from recipes._run import history_from_csv  # noqa: E402
 from recipes._run import write_atomically  # noqa: E402
 from recipes._run import write_json  # noqa: E402
+from recipes.vqa import ARCHITECTURES  # noqa: E402
 from recipes.vqa import PAPER_SETS  # noqa: E402
 from recipes.vqa import RUN_DEFAULTS  # noqa: E402
 from recipes.vqa import WORLD_SETS  # noqa: E402
@@ -122,14 +126,42 @@ def load_splits(args, needed):
 def resolve_run(args):
     """`(run, settings, hparams)` (see `_vl.resolve_run`)."""
     given = dict(model=args.model, hparams_set=args.hparams_set,
-                 min_answer_count=args.min_answer_count)
+                 min_answer_count=args.min_answer_count, dictionary_init=args.dictionary_init)
     run, settings, hparams = _vl.resolve_run(
         args, given, RUN_DEFAULTS, "vqa",
         lambda s: (PAPER_SETS if data_flags_given(args) else WORLD_SETS)[s["model"]])
-    if hparams.architecture != settings["model"]:
+    architecture = ARCHITECTURES.get(settings["model"], settings["model"])
+    if hparams.architecture != architecture:
         raise _cli.UsageError(f"--hparams_set {settings['hparams_set']} is a "
                               f"{hparams.architecture} set, not {settings['model']}")
     return run, settings, hparams
+
+
+def fit_new_dictionaries(args, model, train_set, settings):
+    """CATT: the dictionaries set to K-means centres of the training split's
+    embedded words and regions (the paper's initialisation), or left at
+    uniform(0, 0.01) with --dictionary_init uniform, before the first
+    epoch. A run with a checkpoint gets its trained dictionaries from it;
+    one killed before its first checkpoint fits the same centres again (the
+    K-means is seeded by the run's seed)."""
+    if not dictionaries.has_dictionaries(model):
+        return
+    try:
+        checkpoints_lib.latest_checkpoint(os.path.join(args.output_dir, _vl.CHECKPOINTS))
+        return  # resuming: the checkpoint holds the dictionaries
+    except FileNotFoundError:
+        pass
+    init = settings.get("dictionary_init") or RUN_DEFAULTS["dictionary_init"]
+    start = time.time()
+    batches = (train_set.inputs(np.arange(b, min(len(train_set), b + 256)))
+               for b in range(0, len(train_set), 256))
+    report = dictionaries.fit_dictionaries(model, batches, init=init, seed=settings["seed"])
+    if not report:
+        print("[dictionaries] uniform(0, 0.01) (--dictionary_init uniform: the paper's "
+              "'w/o Init')")
+    for name, values in report.items():
+        print(f"[dictionaries] {name}: K-means of {values['rows']} training vectors, "
+              f"inertia {values['inertia']:.4g} ({time.time() - start:.1f} s)")
 
 
 def new_hparams(args, settings, hparams, train_split, word_dim):
@@ -266,6 +298,7 @@ def train(args):
     _vl.compile_model(model, hparams, per_epoch, args,
                       loss=SoftTargetBinaryCrossEntropy(), metrics=[soft_accuracy])
     print(f"[model] {settings['model']}: {model.count_params():,} parameters")
+    fit_new_dictionaries(args, model, train_set, settings)
     validation = None
     if "val" in splits:
         val_set = Encoded(splits["val"], question_vocab, hparams, answers)
@@ -385,8 +418,13 @@ def evaluate(args, trained=None, splits=None):
                                                         normalization=args.normalization)
         print(f"[eval] baseline: {BASELINE_NAME}")
     write_json(os.path.join(args.output_dir, f"{args.split}_results.json"), results)
-    write_vqa_scores_json(
-        columns["model"], os.path.join(args.output_dir, f"{args.split}_scores.json"))
+    scores_path = os.path.join(args.output_dir, f"{args.split}_scores.json")
+    conflict = bias_conflict_accuracy(columns, split.records)
+    if conflict is None:
+        write_vqa_scores_json(columns["model"], scores_path)
+    else:  # the official dict, plus the confounder's split under its own key
+        write_json(scores_path, dict(columns["model"].to_official(),
+                                     biasConflict=conflict["model"]))
     if "baseline" in columns:
         write_vqa_scores_json(
             columns["baseline"],
@@ -395,7 +433,53 @@ def evaluate(args, trained=None, splits=None):
         print(f"  {record.question} -> {answer} (annotators: {record.multiple_choice_answer})")
     for line in accuracy_table(columns, split.records):
         _cli.emit(line)
+    if conflict is not None:
+        for line in bias_conflict_table(conflict):
+            _cli.emit(line)
     return columns["model"]
+
+
+def bias_conflict_accuracy(columns, records):
+    """The accuracy (%) on the questions whose annotation says
+    `bias_conflict` (leaning on the training split's confounder gives a
+    wrong answer) and on the others, per column; None when the annotations
+    do not say (a world without --world_bias, real data).
+
+    Returns:
+        `{title: {"conflict": %, "others": %, "conflict_questions": n,
+        "other_questions": n}}`, the mean of the official per-question
+        accuracies (unrounded, then rounded to 2 decimals as the official
+        code rounds).
+    """
+    if not records or any(r.bias_conflict is None for r in records):
+        return None
+    groups = {True: [r.question_id for r in records if r.bias_conflict],
+              False: [r.question_id for r in records if not r.bias_conflict]}
+    out = {}
+    for title, scores in columns.items():
+        per_question = scores.per_question_exact
+
+        def mean(ids, per_question=per_question):
+            return round(float(np.mean([per_question[q] for q in ids])), 2) if ids else None
+
+        out[title] = {"conflict": mean(groups[True]), "others": mean(groups[False]),
+                      "conflict_questions": len(groups[True]),
+                      "other_questions": len(groups[False])}
+    return out
+
+
+def bias_conflict_table(conflict):
+    """Result lines of `bias_conflict_accuracy`, under the accuracy table."""
+    titles = list(conflict)
+    first = conflict[titles[0]]
+    lines = [f"{'bias (--world_bias)':20s} {'questions':>9s}"
+             + "".join(f" {t:>9s}" for t in titles)]
+    for key, count, label in (("conflict", "conflict_questions", "[bias conflict]"),
+                              ("others", "other_questions", "[bias other]")):
+        values = ["-" if conflict[t][key] is None else f"{conflict[t][key]:.2f}"
+                  for t in titles]
+        lines.append(f"{label:20s} {first[count]:9d}" + "".join(f" {v:>9s}" for v in values))
+    return lines
 
 
 def predict(args):
@@ -437,10 +521,53 @@ def score(args):
 # ---------------------------------------------------------------- pictures
 
 
+def draw_dictionary_weights(weights, height, top=10, width=300):
+    """CS-ATT weights over dictionaries as bar charts: per dictionary, its
+    `top` most attended entries (entry index, weight), the longest bar the
+    largest weight of that dictionary, with the share of the weight the
+    whole top takes.
+
+    Args:
+        weights: `{title: float [K]}`, one chart each, stacked.
+        height: the picture's height in pixels (at least what the charts need).
+        top: entries shown per dictionary.
+        width: the picture's width in pixels.
+
+    Returns:
+        A `PIL.Image.Image` (RGB).
+    """
+    from PIL import Image
+    from PIL import ImageDraw
+
+    bar, line = 12, 14
+    needed = sum(2 * line + top * (bar + 2) + 10 for _ in weights)
+    canvas = Image.new("RGB", (width, max(height, needed)), (255, 255, 255))
+    draw = ImageDraw.Draw(canvas)
+    y = 2
+    for title, values in weights.items():
+        values = np.asarray(values, np.float64)
+        order = np.argsort(-values, kind="stable")[:top]
+        draw.text((4, y), f"CS-ATT: {title}"[:52], fill=(0, 0, 0))
+        draw.text((4, y + line), f"top {len(order)} of {len(values)} entries: "
+                  f"{100 * values[order].sum():.1f}% of the weight", fill=(0, 0, 0))
+        y += 2 * line
+        largest = values[order[0]] if len(order) and values[order[0]] > 0 else 1.0
+        for index in order:
+            length = int(round((width - 120) * max(0.0, values[index]) / largest))
+            draw.text((4, y), f"#{index}", fill=(0, 0, 0))
+            draw.rectangle((48, y, 48 + max(1, length), y + bar - 1), fill=(160, 0, 0))
+            draw.text((52 + length, y), f"{values[index]:.3f}", fill=(0, 0, 0))
+            y += bar + 2
+        y += 10
+    return canvas
+
+
 def visualize(args):
     """PNGs of where the model looks: the regions shaded by their attention
-    weight (AttFlat, or MUAN's answer token), and for MUAN the four
-    quadrants of the last block's unified attention (Fig. 6)."""
+    weight (AttFlat, MUAN's answer token, or the [CLS] token's IS
+    cross-attention for Transformer(+CATT)); beside them, for MUAN the four
+    quadrants of the last block's unified attention (Fig. 6), for CATT the
+    CS attention over the image and word dictionaries."""
     from keras_structattn import attention_maps
 
     trained = load_trained(args)
@@ -469,8 +596,16 @@ def visualize(args):
         title = [f"Q: {record.question}", f"A: {answer}"
                  + (f"  (annotators: {record.multiple_choice_answer})"
                     if record.multiple_choice_answer else "")]
+        if "vision_dictionary_weights" in maps:
+            title.append("IS-ATT: [CLS] over the regions (last cross layer)")
         picture = attention_maps.draw_region_weights(
             image, inputs["boxes"][0][:count], maps["region_weights"][0][:count], title)
+        if "vision_dictionary_weights" in maps:  # CATT: CS-ATT over the dictionaries
+            picture = attention_maps.beside(picture, draw_dictionary_weights(
+                {"image dictionary (mean over the regions, 1st vision layer)":
+                 maps["vision_dictionary_weights"][0],
+                 "word dictionary ([CLS], 1st language layer)":
+                 maps["language_dictionary_weights"][0]}, picture.height))
         if "unified" in maps:
             words = ["[ans]"] + record.tokens[: hparams.max_question_length]
             picture = attention_maps.beside(picture, attention_maps.draw_quadrants(

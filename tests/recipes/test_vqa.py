@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 
+from recipes import _cli
 from recipes import vqa
 from tests.recipes.conftest import ROOT
 from tests.recipes.test_caption import assert_same_weights
@@ -268,3 +269,70 @@ def test_score_names_the_results_file_and_the_question(tmp_path):
     with pytest.raises(ValueError, match=r"results\.json, question id 123"):
         vqa.main(["score", "--questions", f"{FIXTURES}/questions.json", "--annotations",
                   f"{FIXTURES}/annotations.json", "--results", str(path)])
+
+
+# ------------------------------------------------------- Transformer+CATT
+
+CATT_TINY = ("hidden_size=16,num_heads=2,filter_size=32,num_language_layers=1,"
+             "num_vision_layers=1,num_cross_layers=1,word_dim=16,dictionary_size=16,"
+             "batch_size=8")
+
+
+def catt_flags(out, *extra):
+    return ["--output_dir", str(out), "--model", "catt", "--hparams", CATT_TINY,
+            "--min_answer_count", "1", "--world_train", "40", "--world_val", "10",
+            "--world_test", "10", "--predict_batch_size", "16", "--verbose", "0", *extra]
+
+
+def test_catt_reports_the_bias_conflict_questions_and_draws_both_attentions(tmp_path, capsys):
+    """--world_bias marks the test questions that contradict the confounder;
+    their accuracy and the others' are printed and saved beside the official
+    dict. --dictionary_init uniform (the 'w/o Init' ablation) is a run
+    setting. The pictures put the IS attention beside the CS one."""
+    out = tmp_path / "catt"
+    flags_ = catt_flags(out, "--world_bias", "circle=red:0.9")
+    vqa.main(["train", *flags_, "--epochs", "1", "--dictionary_init", "uniform"])
+    captured = capsys.readouterr()
+    assert "[dictionaries] uniform(0, 0.01)" in captured.err
+    assert json.loads((out / "run.json").read_text())["dictionary_init"] == "uniform"
+    annotations = json.loads(open(world_file(out, "vqa", "annotations_test.json")).read())
+    conflicts = sum(a["bias_conflict"] for a in annotations["annotations"])
+    saved = json.loads((out / "test_scores.json").read_text())
+    assert {"overall", "perAnswerType", "perQuestionType", "perQuestion"} < set(saved)
+    per_question = {int(q): a for q, a in saved["perQuestion"].items()}
+    conflicting = [per_question[a["question_id"]] for a in annotations["annotations"]
+                   if a["bias_conflict"]]
+    bias = saved["biasConflict"]
+    assert bias["conflict_questions"] == conflicts > 0
+    assert bias["other_questions"] == len(annotations["annotations"]) - conflicts
+    assert bias["conflict"] == pytest.approx(np.mean(conflicting), abs=0.01)
+    line = next(x for x in captured.out.splitlines() if x.startswith("[bias conflict]"))
+    assert line.split()[2:4] == [str(conflicts), f"{bias['conflict']:.2f}"]
+    with pytest.raises(_cli.UsageError, match="--dictionary_init kmeans"):  # a run setting
+        vqa.main(["train", *flags_, "--dictionary_init", "kmeans"])
+    capsys.readouterr()
+    written = vqa.main(["visualize", *flags_, "--num_questions", "2"])
+    from PIL import Image
+
+    with Image.open(written[0]) as first, Image.open(written[1]) as second:
+        assert first.size == second.size and first.size[0] > first.size[1] + 200
+        assert np.abs(np.asarray(first, float) - np.asarray(second, float)).max() > 0
+
+
+def test_catt_fits_its_dictionaries_once_and_resumes_to_a_straight_run(tmp_path, capsys):
+    """A new run fits both dictionaries by K-means before training; a
+    resumed one takes them from its checkpoint, so 1 + 1 epochs end at the
+    weights of 2 straight epochs."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    vqa.main(["train", *catt_flags(straight, "--epochs", "2", "--jit", "off", "--no_eval")])
+    err = capsys.readouterr().err
+    assert "[dictionaries] language: K-means of" in err
+    assert "[dictionaries] vision: K-means of" in err
+    shutil.copytree(straight / "shapes_world", resumed / "shapes_world")
+    for epochs in ("1", "2"):
+        vqa.main(["train", *catt_flags(resumed, "--epochs", epochs, "--jit", "off",
+                                       "--no_eval")])
+    err = capsys.readouterr().err
+    assert "resuming at epoch 2" in err and err.count("K-means of") == 2  # the first command's
+    assert_same_weights(straight / "checkpoints" / "ckpt-0002.weights.h5",
+                        resumed / "checkpoints" / "ckpt-0002.weights.h5")
