@@ -237,8 +237,6 @@ def test_an_image_with_every_region_masked_gives_no_nan():
     is_weights, cs_weights = model.attention_weights(features, decoder_inputs)
     assert np.all(numpy(is_weights) == 0)
     np.testing.assert_allclose(numpy(cs_weights).sum(-1), 1.0, atol=1e-5)
-    ids, scores = generate(model, features, max_decode_length=4, beam_size=2)
-    assert np.all(np.isfinite(numpy(scores)))
 
 
 def argmax_loop(model, features, length):
