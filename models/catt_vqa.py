@@ -620,7 +620,7 @@ def catt_vqa_hparams(**changes):
 _TINY = dict(
     hidden_size=128, num_heads=4, filter_size=256, num_language_layers=2,
     num_vision_layers=2, num_cross_layers=2, word_dim=128, learning_rate=5e-4,
-    warmup_epochs=1, epochs=6, decay_epochs="5", feature_dim=32, max_regions=16,
+    warmup_epochs=1, epochs=4, decay_epochs="5", feature_dim=32, max_regions=16,
 )
 
 
