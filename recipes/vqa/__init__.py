@@ -21,8 +21,9 @@ training, or left uniform with --dictionary_init uniform, the paper's
 With no data flags it generates Shapes world VQA (keras_structattn.data.
 shapes_world: deterministic scenes with count, colour, shape, existence
 and relation questions, 10 answers each, cached under DIR/shapes_world),
-trains `<model>_tiny` on its region features, and prints the accuracy per
-question type next to the per-type majority answer of the training split.
+trains `<model>_tiny` (`catt_vqa_tiny[_nocatt]` for catt and transformer)
+on its region features, and prints the accuracy per question type next
+to the per-type majority answer of the training split.
 
 Real VQA v2: --questions_train/--annotations_train (and _val, _test) in
 the official JSON format, --features: a folder of per-image .npz files
