@@ -39,8 +39,8 @@ MODELS = {
     "butd": ["--model", "butd"],
     "butd_catt": ["--model", "butd_catt"],
 }
-RATES = (("CHAIR_s", "chair_s"), ("CHAIR_i", "chair_i"), ("biased", "biased_pair"),
-         ("biased@cf", "biased_pair_conflict"))
+RATES = (("claims/cap", "claims_per_caption"), ("CHAIR_s", "chair_s"), ("CHAIR_i", "chair_i"),
+         ("biased", "biased_pair"), ("biased@cf", "biased_pair_conflict"))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -67,9 +67,21 @@ def run_one(args, name, seed, world):
         return json.load(f), seconds
 
 
+def rates_of(column):
+    """The hallucination rates of a scores column, with the colour-shape
+    claims per caption (a model that states no colour is never wrong)."""
+    rates = dict(column["hallucination"])
+    rates["claims_per_caption"] = rates["claims"] / max(1, rates["captions"])
+    return rates
+
+
 def world_flags(args):
     return ["--world_train", str(args.world_train), "--world_val", str(args.world_val),
             "--world_test", str(args.world_test)]
+
+
+def fmt(key, value):
+    return f"{value:.2f}" if key == "claims_per_caption" else f"{100 * value:.2f}%"
 
 
 def row(values, percent=False):
@@ -111,23 +123,26 @@ def main():
             if world is None:
                 world = os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
             model = scores["model"]
-            rates = model["hallucination"]
+            rates = rates_of(model)
             took = f" ({seconds:.0f} s)" if seconds else ""
             print(f"# seed {seed} {name:12s}: CIDEr-D {model['scores']['CIDEr']:.3f}, "
-                  + ", ".join(f"{label} {100 * rates[key]:.2f}%" for label, key in RATES
+                  + ", ".join(f"{label} {fmt(key, rates[key])}" for label, key in RATES
                               if rates.get(key) is not None) + took, flush=True)
     baseline = results[names[0], seeds[0]].get("baseline")
-    print(f"test split, mean (min-max) over seeds {args.seeds}; rates in %")
+    print(f"test split, mean (min-max) over seeds {args.seeds}; rates in %; claims/cap: "
+          "colour-shape pairs stated per caption")
     header = f"{'model':12s} | {'CIDEr-D':21s} | " + " | ".join(f"{lab:21s}" for lab, _ in RATES)
     print(header)
     print("-" * len(header))
     if baseline:
+        rates = rates_of(baseline)
         print(f"{'baseline':12s} | {baseline['scores']['CIDEr']:<21.3f} | " + " | ".join(
-            f"{row([baseline['hallucination'].get(key)], True):21s}" for _, key in RATES))
+            f"{row([rates.get(key)], key != 'claims_per_caption'):21s}" for _, key in RATES))
     for name in names:
         runs = [results[name, s]["model"] for s in seeds]
         cells = [row([r["scores"]["CIDEr"] for r in runs])] + [
-            row([r["hallucination"].get(key) for r in runs], True) for _, key in RATES]
+            row([rates_of(r).get(key) for r in runs], key != "claims_per_caption")
+            for _, key in RATES]
         print(f"{name:12s} | " + " | ".join(f"{c:21s}" for c in cells))
     print("conflict images (biased shape, other colours only): "
           f"{results[names[0], seeds[0]]['model']['hallucination'].get('conflict_images')}")
