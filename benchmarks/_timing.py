@@ -4,6 +4,8 @@
 as `layer(x, x, **kwargs)` (self-attention), on the TensorFlow or the JAX
 backend, with or without XLA; with JAX and XLA it also reads the compiled
 forward+backward's peak memory. `paired_medians` times two steps alternately.
+`jax_training_step` compiles a whole model's training step (the model
+benchmarks).
 """
 
 import statistics
@@ -147,3 +149,40 @@ def print_comparison(x, jits, baseline, variants, warmup, repeats, label_width=2
                 f"{fwd / fwd_base:6.2f} {both:10.2f} {both / both_base:6.2f} {mem} {mem_ratio}",
                 flush=True,
             )
+
+
+def jax_training_step(model, loss, inputs, targets):
+    """A model's training step (loss and gradients of every trainable
+    weight; no optimizer update) compiled with `jax.jit`.
+
+    Args:
+        model: a built Keras model (JAX backend).
+        loss: `loss(targets, logits)`.
+        inputs, targets: one batch.
+
+    Returns:
+        `(step, cost)`: `step()` runs the compiled step and waits for it;
+        `cost` holds XLA's `flops` of the step (None if not reported) and
+        its peak `memory` bytes (temporaries + outputs; None if not
+        reported).
+    """
+    import jax
+
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def loss_fn(trainable, inputs, targets):
+        logits, _ = model.stateless_call(trainable, non_trainable, inputs, training=True)
+        return loss(targets, logits)
+
+    compiled = jax.jit(jax.value_and_grad(loss_fn)).lower(trainable, inputs, targets).compile()
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, list):  # older JAX: one dict per computation
+        analysis = analysis[0]
+    memory = compiled.memory_analysis()
+    cost = {
+        "flops": (analysis or {}).get("flops"),
+        "memory": None if memory is None
+        else memory.temp_size_in_bytes + memory.output_size_in_bytes,
+    }
+    return (lambda: jax.block_until_ready(compiled(trainable, inputs, targets))), cost

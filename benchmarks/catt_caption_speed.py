@@ -34,6 +34,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
 from keras_structattn import hparams as hparams_lib  # noqa: E402
 from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
@@ -63,30 +64,13 @@ def batch(rng):
 
 
 def make_step(model_class, set_name, inputs, targets):
-    """A compiled training step (loss and gradients) and its multiply-adds."""
-    import jax
-
+    """A compiled training step (loss and gradients), its multiply-adds and
+    parameter count."""
     keras.utils.set_random_seed(0)
     model = model_class.from_hparams(hparams_lib.get(set_name), VOCAB, seed=0)
     model(inputs)
-    loss = PaddedCrossEntropy(0.1)
-    trainable = [v.value for v in model.trainable_variables]
-    non_trainable = [v.value for v in model.non_trainable_variables]
-
-    def loss_fn(trainable, inputs, targets):
-        logits, _ = model.stateless_call(trainable, non_trainable, inputs, training=True)
-        return loss(targets, logits)
-
-    compiled = jax.jit(jax.value_and_grad(loss_fn)).lower(trainable, inputs, targets).compile()
-    analysis = compiled.cost_analysis()
-    if isinstance(analysis, list):  # older JAX: one dict per computation
-        analysis = analysis[0]
-    flops = analysis.get("flops") if analysis else None
-
-    def step():
-        value, grads = compiled(trainable, inputs, targets)
-        jax.block_until_ready(grads)
-
+    step, cost = jax_training_step(model, PaddedCrossEntropy(0.1), inputs, targets)
+    flops = cost["flops"]
     return step, None if flops is None else flops / 2, model.count_params()
 
 

@@ -29,6 +29,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import models.muan  # noqa: E402, F401  (registers the MUAN hparams sets)
+from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
 from keras_structattn import hparams as hparams_lib  # noqa: E402
 from keras_structattn.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
@@ -60,27 +61,12 @@ def batch(rng):
 
 def make_step(hparams, inputs, targets):
     """A compiled training step (loss and gradients) and its peak bytes."""
-    import jax
-
     keras.utils.set_random_seed(0)
     model = build_vqa_model(hparams, VOCAB, ANSWERS, seed=0)
     model(inputs)
-    loss = SoftTargetBinaryCrossEntropy()
-    trainable = [v.value for v in model.trainable_variables]
-    non_trainable = [v.value for v in model.non_trainable_variables]
-
-    def loss_fn(trainable, inputs, targets):
-        logits, _ = model.stateless_call(trainable, non_trainable, inputs, training=True)
-        return loss(targets, logits)
-
-    compiled = jax.jit(jax.value_and_grad(loss_fn)).lower(trainable, inputs, targets).compile()
-    analysis = compiled.memory_analysis()
-    memory = None
-    if analysis is not None:
-        memory = analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+    step, cost = jax_training_step(model, SoftTargetBinaryCrossEntropy(), inputs, targets)
     parameters = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
-    return (lambda: jax.block_until_ready(compiled(trainable, inputs, targets))), memory, \
-        parameters
+    return step, cost["memory"], parameters
 
 
 def main():

@@ -14,8 +14,8 @@ region box by its attention weight (MCAN's AttFlat weights, Yu et al.,
 `draw_quadrants` draws the four parts of a unified attention map
 (text-text, text-visual, visual-text, visual-visual: MUAN, Yu et al., 2019,
 arXiv:1908.04107, Fig. 6) as heat maps; `beside` puts two pictures side by
-side and `stacked` one above another. `draw_weight_bars` draws weights
-over entries that have no place in the image, such as CATT's cross-sample
+side and `stacked` one above another. `draw_dictionary_weights` draws
+weights over entries that have no place in the image, CATT's cross-sample
 attention over a global dictionary (Yang et al., 2021, arXiv:2103.03493):
 the top entries as bars.
 
@@ -256,37 +256,42 @@ def stacked(pictures):
     return canvas
 
 
-def draw_weight_bars(weights, title=(), top=8, size=PANEL_SIZE * 2, label="entry"):
-    """The largest attention weights over entries as horizontal bars.
+def draw_dictionary_weights(weights, height, top=10, width=300):
+    """CS-ATT weights over dictionaries as bar charts: per dictionary, its
+    `top` most attended entries (entry index, weight), the longest bar the
+    largest weight of that dictionary, with the share of the weight the
+    whole top takes.
 
     Args:
-        weights: float `[K]`, weights over K entries (summing to 1).
-        title: lines of text above the bars.
-        top: how many of the largest weights to draw, largest first.
-        size: the panel's side in pixels (square).
-        label: the entries' name, written before each index.
+        weights: `{title: float [K]}`, one chart each, stacked.
+        height: the picture's height in pixels (at least what the charts need).
+        top: entries shown per dictionary.
+        width: the picture's width in pixels.
 
     Returns:
-        A `PIL.Image.Image` (RGB); bar lengths are proportional to the
-        weights (the largest spans the panel), each labelled with its
-        entry index and weight.
+        A `PIL.Image.Image` (RGB).
     """
     from PIL import Image
     from PIL import ImageDraw
 
-    weights = np.asarray(weights, np.float64).reshape(-1)
-    order = np.argsort(-weights, kind="stable")[:top]
-    canvas = Image.new("RGB", (size, size + LABEL_HEIGHT * len(title)), (255, 255, 255))
+    bar, line = 12, 14
+    needed = sum(2 * line + top * (bar + 2) + 10 for _ in weights)
+    canvas = Image.new("RGB", (width, max(height, needed)), (255, 255, 255))
     draw = ImageDraw.Draw(canvas)
-    _title(draw, title, 2, 2)
-    origin = LABEL_HEIGHT * len(title) + 4
-    row = (size - 8) // max(1, len(order))
-    largest = max(float(weights[order[0]]), 1e-12) if len(order) else 1.0
-    colors = heat_colors(weights[order] / largest)
-    for i, k in enumerate(order):
-        y = origin + i * row
-        length = int((size - 8) * float(weights[k]) / largest)
-        draw.text((6, y), f"{label} {int(k)}: {float(weights[k]):.3f}", fill=(0, 0, 0))
-        draw.rectangle([4, y + 13, 4 + max(length, 1), y + row - 4], fill=tuple(colors[i]),
-                       outline=(120, 120, 120))
+    y = 2
+    for title, values in weights.items():
+        values = np.asarray(values, np.float64)
+        order = np.argsort(-values, kind="stable")[:top]
+        draw.text((4, y), f"CS-ATT: {title}"[:52], fill=(0, 0, 0))
+        draw.text((4, y + line), f"top {len(order)} of {len(values)} entries: "
+                  f"{100 * values[order].sum():.1f}% of the weight", fill=(0, 0, 0))
+        y += 2 * line
+        largest = values[order[0]] if len(order) and values[order[0]] > 0 else 1.0
+        for index in order:
+            length = int(round((width - 120) * max(0.0, values[index]) / largest))
+            draw.text((4, y), f"#{index}", fill=(0, 0, 0))
+            draw.rectangle((48, y, 48 + max(1, length), y + bar - 1), fill=(160, 0, 0))
+            draw.text((52 + length, y), f"{values[index]:.3f}", fill=(0, 0, 0))
+            y += bar + 2
+        y += 10
     return canvas

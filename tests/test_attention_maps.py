@@ -99,3 +99,30 @@ def test_quadrants_draw_each_weight_in_its_cell():
             x = label + j * 10 + (gap if j >= m else 0) + 5
             y = origin + i * 10 + (gap if i >= m else 0) + 5
             np.testing.assert_array_equal(pixels[y, x], expected[i, j])
+
+
+def test_dictionary_weights_bars_are_proportional_and_sorted():
+    from keras_structattn.attention_maps import draw_dictionary_weights
+
+    weights = np.array([0.1, 0.6, 0.0, 0.3])
+    picture = draw_dictionary_weights({"words": weights}, height=50, top=3, width=300)
+    assert picture.height >= 50 and picture.width == 300
+    pixels = np.asarray(picture)
+    red = (pixels[..., 0] == 160) & (pixels[..., 1] == 0) & (pixels[..., 2] == 0)
+    rows = [r for r in range(pixels.shape[0]) if red[r].any()]
+    lengths = [int(red[r].sum()) for r in rows]
+    # Three bars of 12 rows each, largest first, lengths in ratio 0.6 : 0.3 : 0.1.
+    bars = [lengths[k] for k in range(0, len(lengths), 12)]
+    assert len(bars) == 3
+    np.testing.assert_allclose(np.array(bars) / bars[0], [1.0, 0.5, 1 / 6], atol=0.02)
+
+
+def test_stacked_keeps_every_picture():
+    from PIL import Image
+
+    from keras_structattn.attention_maps import stacked
+
+    top, bottom = Image.new("RGB", (30, 10), (1, 2, 3)), Image.new("RGB", (50, 20), (4, 5, 6))
+    picture = np.asarray(stacked([top, bottom]))
+    assert picture.shape == (38, 50, 3)
+    assert (picture[:10, :30] == (1, 2, 3)).all() and (picture[18:, :50] == (4, 5, 6)).all()

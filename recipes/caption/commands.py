@@ -774,6 +774,22 @@ def extract(args, output=None):
     return written
 
 
+def _to_visualize(args, trained, kind, wrong_kind):
+    """The --split's first --num_images records, their beam-search
+    captions and images: `(split, records, captions, images)`; a usage
+    error `wrong_kind` unless the run's features are `kind`."""
+    settings = trained[2]
+    if settings["feature_kind"] != kind:
+        raise _cli.UsageError(wrong_kind)
+    splits = load_splits(args, settings, (args.split,))
+    if args.split not in splits:
+        raise _cli.UsageError(f"no {args.split} captions to visualize")
+    split = splits[args.split]
+    chosen = split.records[: args.num_images]
+    captions = caption_images(trained, split.store, [r.image_id for r in chosen], args)
+    return split, chosen, captions, world_lib.images_of(args, split, chosen)
+
+
 def visualize(args):
     """PNGs of the caption-to-image attention: for each generated word, the
     most attended area of the --layer decoder layer (averaged over heads)."""
@@ -783,16 +799,8 @@ def visualize(args):
     model, vocab, settings, _ = trained
     if not isinstance(model, TransformerCaptioner):
         return visualize_streams(args, trained)
-    if settings["feature_kind"] != "grid":
-        raise _cli.UsageError("visualize draws grid areas: the run uses region features")
-    splits = load_splits(args, settings, (args.split,))
-    if args.split not in splits:
-        raise _cli.UsageError(f"no {args.split} captions to visualize")
-    split = splits[args.split]
-    chosen = split.records[: args.num_images]
-    image_ids = [r.image_id for r in chosen]
-    captions = caption_images(trained, split.store, image_ids, args)
-    images = world_lib.images_of(args, split, chosen)
+    split, chosen, captions, images = _to_visualize(
+        args, trained, "grid", "visualize draws grid areas: the run uses region features")
     coordinates = model.area_coordinates(args.layer)
     folder = os.path.join(args.output_dir, "attention")
     os.makedirs(folder, exist_ok=True)
@@ -839,15 +847,8 @@ def visualize_streams(args, trained):
     from keras_structattn import attention_maps
 
     model, vocab, settings, _ = trained
-    if settings["feature_kind"] != "regions":
-        raise _cli.UsageError("visualize draws region attention: the run uses grid features")
-    splits = load_splits(args, settings, (args.split,))
-    if args.split not in splits:
-        raise _cli.UsageError(f"no {args.split} captions to visualize")
-    split = splits[args.split]
-    chosen = split.records[: args.num_images]
-    captions = caption_images(trained, split.store, [r.image_id for r in chosen], args)
-    images = world_lib.images_of(args, split, chosen)
+    split, chosen, captions, images = _to_visualize(
+        args, trained, "regions", "visualize draws region attention: the run uses grid features")
     folder = os.path.join(args.output_dir, "attention")
     os.makedirs(folder, exist_ok=True)
     written = []
@@ -879,9 +880,8 @@ def visualize_streams(args, trained):
                     image, boxes, cs_w[t][real],
                     title=[f'"{words[t]}": cross-sample ([V_C]_E)'])))
             else:
-                rows.append(attention_maps.beside(left, attention_maps.draw_weight_bars(
-                    cs_w[t], title=[f'"{words[t]}": cross-sample (dictionary)'],
-                    label="entry")))
+                rows.append(attention_maps.beside(left, attention_maps.draw_dictionary_weights(
+                    {f'"{words[t]}": the visual dictionary': cs_w[t]}, left.height)))
         picture = attention_maps.stacked(rows)
         path = os.path.join(folder, f"{record.image_id}.png")
         write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))

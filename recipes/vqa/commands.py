@@ -521,47 +521,6 @@ def score(args):
 # ---------------------------------------------------------------- pictures
 
 
-def draw_dictionary_weights(weights, height, top=10, width=300):
-    """CS-ATT weights over dictionaries as bar charts: per dictionary, its
-    `top` most attended entries (entry index, weight), the longest bar the
-    largest weight of that dictionary, with the share of the weight the
-    whole top takes.
-
-    Args:
-        weights: `{title: float [K]}`, one chart each, stacked.
-        height: the picture's height in pixels (at least what the charts need).
-        top: entries shown per dictionary.
-        width: the picture's width in pixels.
-
-    Returns:
-        A `PIL.Image.Image` (RGB).
-    """
-    from PIL import Image
-    from PIL import ImageDraw
-
-    bar, line = 12, 14
-    needed = sum(2 * line + top * (bar + 2) + 10 for _ in weights)
-    canvas = Image.new("RGB", (width, max(height, needed)), (255, 255, 255))
-    draw = ImageDraw.Draw(canvas)
-    y = 2
-    for title, values in weights.items():
-        values = np.asarray(values, np.float64)
-        order = np.argsort(-values, kind="stable")[:top]
-        draw.text((4, y), f"CS-ATT: {title}"[:52], fill=(0, 0, 0))
-        draw.text((4, y + line), f"top {len(order)} of {len(values)} entries: "
-                  f"{100 * values[order].sum():.1f}% of the weight", fill=(0, 0, 0))
-        y += 2 * line
-        largest = values[order[0]] if len(order) and values[order[0]] > 0 else 1.0
-        for index in order:
-            length = int(round((width - 120) * max(0.0, values[index]) / largest))
-            draw.text((4, y), f"#{index}", fill=(0, 0, 0))
-            draw.rectangle((48, y, 48 + max(1, length), y + bar - 1), fill=(160, 0, 0))
-            draw.text((52 + length, y), f"{values[index]:.3f}", fill=(0, 0, 0))
-            y += bar + 2
-        y += 10
-    return canvas
-
-
 def visualize(args):
     """PNGs of where the model looks: the regions shaded by their attention
     weight (AttFlat, MUAN's answer token, or the [CLS] token's IS
@@ -601,7 +560,7 @@ def visualize(args):
         picture = attention_maps.draw_region_weights(
             image, inputs["boxes"][0][:count], maps["region_weights"][0][:count], title)
         if "vision_dictionary_weights" in maps:  # CATT: CS-ATT over the dictionaries
-            picture = attention_maps.beside(picture, draw_dictionary_weights(
+            picture = attention_maps.beside(picture, attention_maps.draw_dictionary_weights(
                 {"image dictionary (mean over the regions, 1st vision layer)":
                  maps["vision_dictionary_weights"][0],
                  "word dictionary ([CLS], 1st language layer)":
