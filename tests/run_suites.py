@@ -2,7 +2,7 @@
 
 `python -m tests.run_suites` runs pytest on the TensorFlow backend (every
 test) and on the JAX backend (the backend-agnostic parts: ops, layers,
-models, decoding, callbacks), split into five pytest processes that run
+models, decoding, callbacks), split into six pytest processes that run
 `--jobs` at a time (default: one per CPU core). A pytest process uses about
 one core (small tensors: Python and compilation dominate), so on CI's two
 cores this halves the wall time of running the two backends one after the
@@ -24,15 +24,18 @@ from concurrent.futures import ThreadPoolExecutor
 JAX_PATHS = ["tests/ops", "tests/layers", "tests/models", "tests/decoding",
              "tests/test_callbacks.py"]
 
-# (name, backend, pytest arguments), longest first (CI timings of
-# 2026-11-25: recipes 791 s, jax ops/models 736 s, jax layers 666 s, the
-# rest of tensorflow 391 s, tensorflow layers 233 s): a free worker takes
-# the next part, so this order balances the parts over two workers.
+# (name, backend, pytest arguments), longest first: a free worker takes the
+# next part, so this order balances the parts over two workers. The recipes
+# are split in two (captioning and the rest): one recipes part was the
+# longest of all (791 s on CI, 2026-11-25) before the CATT recipes came.
+CAPTION_RECIPES = ["tests/recipes/test_caption.py", "tests/recipes/test_caption_catt.py"]
 PARTS = [
-    ("tensorflow: recipes", "tensorflow", ["tests/recipes"]),
     ("jax: ops, models, decoding, callbacks", "jax",
      [p for p in JAX_PATHS if p != "tests/layers"]),
+    ("tensorflow: recipes but captioning", "tensorflow",
+     ["tests/recipes", *[f"--ignore={path}" for path in CAPTION_RECIPES]]),
     ("jax: layers", "jax", ["tests/layers"]),
+    ("tensorflow: captioning recipes", "tensorflow", CAPTION_RECIPES),
     ("tensorflow: all but layers and recipes", "tensorflow",
      ["tests", "--ignore=tests/layers", "--ignore=tests/recipes"]),
     ("tensorflow: layers", "tensorflow", ["tests/layers"]),
