@@ -85,7 +85,7 @@ def test_butd_catt_with_the_uniform_initializer(tmp_path, capsys):
     (path,) = caption.main(["visualize", *flags(out, "butd_catt", TINY_BUTD),
                             "--num_images", "1"])
     with Image.open(path) as image:
-        assert image.size[0] > 2 * 384  # regions beside the dictionary's bars
+        assert image.size[0] == 384 + 8 + 300  # regions beside the dictionary's bars
 
 
 @pytest.mark.parametrize("extra, message", [
