@@ -366,7 +366,7 @@ def test_the_first_cs_attention_sees_the_dictionary_not_the_sample():
     and values) leaves it, and not the IS stream, unchanged."""
     encoder, _ = make_pair()
     block = encoder.blocks[0]
-    dictionary = encoder.global_dictionary.dictionary
+    dictionary = to_np(encoder.global_dictionary.dictionary).astype("float32")
     x, _, pad, _ = inputs(9)
     z0, c0 = (to_np(t) for t in run(block, x, dictionary, padding_mask=pad))
     changed = x.copy()

@@ -17,6 +17,7 @@ from keras_structattn.decoding.seq2seq import generate
 from keras_structattn.dictionaries import fit_dictionaries
 from keras_structattn.ops.kmeans import inertia
 from models.catt_captioner import CATTCaptioner
+from tests._backend import compiled_on_jax
 
 VOCAB, HIDDEN, REGIONS, CHANNELS, LENGTH, K = 11, 16, 5, 6, 6, 7
 
@@ -50,15 +51,21 @@ def built(model, seed=0):
     return model, features, ids
 
 
+def compiled_step(model):
+    """`model.decode_step`, one jit compile on JAX for every position."""
+    return compiled_on_jax(lambda ids, cache, index: model.decode_step(ids, cache, index))
+
+
 @pytest.mark.parametrize("dictionary_size", [K, 0])
 def test_decode_step_equals_teacher_forcing(dictionary_size):
     model, features, ids = built(tiny(dictionary_size=dictionary_size))
     full = numpy(model((features, ids)))
     encoded, mask = model.encode(features)
     cache = model.initial_cache(encoded, mask, LENGTH)
+    step = compiled_step(model)
     steps = []
     for t in range(LENGTH):
-        logits, cache = model.decode_step(ids[:, t:t + 1], cache, ops.convert_to_tensor(t))
+        logits, cache = step(ids[:, t:t + 1], cache, ops.convert_to_tensor(t, "int32"))
         steps.append(numpy(logits))
     np.testing.assert_allclose(np.stack(steps, 1), full, rtol=1e-4, atol=1e-4)
 
@@ -129,13 +136,19 @@ def test_fit_dictionaries_clusters_what_the_first_blocks_see():
 
 
 def test_generate_greedy_equals_an_argmax_loop():
+    """Greedy search equals an argmax loop over `decode_step` (which equals
+    the teacher-forced pass: `test_decode_step_equals_teacher_forcing`)."""
     model, features, _ = built(tiny(), seed=2)
     ids, _ = generate(model, features, max_decode_length=4, beam_size=1)
-    prefix = np.zeros((2, 1), "int32")
-    for _ in range(4):
-        logits = numpy(model((features, prefix)))[:, -1]
-        prefix = np.concatenate([prefix, logits.argmax(-1)[:, None].astype("int32")], 1)
-    expected = prefix[:, 1:].copy()
+    encoded, mask = model.encode(features)
+    cache = model.initial_cache(encoded, mask, 4)
+    step = compiled_step(model)
+    expected, previous = [], np.zeros((2, 1), "int32")
+    for t in range(4):
+        logits, cache = step(previous, cache, ops.convert_to_tensor(t, "int32"))
+        previous = numpy(logits).argmax(-1)[:, None].astype("int32")
+        expected.append(previous[:, 0])
+    expected = np.stack(expected, 1)
     for row in expected:  # generate stops at EOS (1) and pads with 0 after it
         ends = np.flatnonzero(row == 1)
         if len(ends):
