@@ -125,3 +125,66 @@ class StepWarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
             decay_epochs=list(self.decay_epochs),
             decay_rate=self.decay_rate,
         )
+
+
+@keras.saving.register_keras_serializable(package="keras_structattn")
+class LinearWarmupMultiStepDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """M4C's linear warm-up from a fraction of the rate, then step decay.
+
+    The schedule of M4C's released code (Hu et al., 2020, arXiv:1911.06258;
+    mmf's `warmup_factor`, `warmup_iterations`, `lr_steps`, `lr_ratio`):
+    with `i` the 0-based iteration count, the factor is
+    `warmup_factor * (1 - a) + a` with `a = i / warmup_steps` while
+    `i <= warmup_steps`, then `decay_rate ** k` where `k` counts the
+    `decay_steps` at or below `i` (`bisect_right`), as mmf's lambda.
+
+    Args:
+        base_learning_rate: the base rate (1e-4 for M4C).
+        warmup_steps: a non-negative int (1000); 0 = no warm-up.
+        warmup_factor: the factor at step 0 (0.2).
+        decay_steps: iterations at which the rate is multiplied by
+            `decay_rate`, a sequence of ints or a comma-separated string
+            (14000, 19000).
+        decay_rate: the factor of each decay (0.1).
+
+    Call arguments:
+        step: the optimizer's 0-based iteration count (a scalar tensor).
+
+    Returns:
+        The float32 learning rate of that update.
+    """
+
+    def __init__(self, base_learning_rate, warmup_steps=1000, warmup_factor=0.2,
+                 decay_steps=(14000, 19000), decay_rate=0.1):
+        if isinstance(decay_steps, str):
+            decay_steps = [int(s) for s in decay_steps.split(",") if s.strip()]
+        self.base_learning_rate = float(base_learning_rate)
+        self.warmup_steps = int(warmup_steps)
+        self.warmup_factor = float(warmup_factor)
+        self.decay_steps = tuple(sorted(int(s) for s in decay_steps))
+        self.decay_rate = float(decay_rate)
+        if self.warmup_steps < 0 or any(s < 0 for s in self.decay_steps):
+            raise ValueError(
+                "Arguments `warmup_steps` and `decay_steps` must be >= 0. Received: "
+                f"warmup_steps={warmup_steps!r}, decay_steps={decay_steps!r}"
+            )
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        factor = ops.ones((), "float32")
+        for decay_step in self.decay_steps:
+            factor = factor * ops.where(step >= float(decay_step), self.decay_rate, 1.0)
+        if self.warmup_steps:
+            alpha = ops.minimum(step / float(self.warmup_steps), 1.0)
+            warm = self.warmup_factor * (1.0 - alpha) + alpha
+            factor = ops.where(step <= float(self.warmup_steps), warm, factor)
+        return ops.cast(self.base_learning_rate * factor, "float32")
+
+    def get_config(self):
+        return dict(
+            base_learning_rate=self.base_learning_rate,
+            warmup_steps=self.warmup_steps,
+            warmup_factor=self.warmup_factor,
+            decay_steps=list(self.decay_steps),
+            decay_rate=self.decay_rate,
+        )

@@ -151,6 +151,8 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
         _checks.rank("relations", relations, 3)
         memory = value if value is not None else key
         key_length = None if memory is None else memory.shape[1]
+        if state.get("cache") is not None:  # the keys are the cache's positions
+            key_length = state["cache"].shape[2]
         for got, want in zip(relations.shape[1:], (query.shape[1], key_length)):
             if got is not None and want is not None and got != want:
                 raise ValueError(

@@ -266,7 +266,8 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         query, value, key, query_mask, value_mask, key_mask = self._as_sequences(
             query, value, key, query_mask, value_mask, key_mask
         )
-        state.update(query=query, query_mask=query_mask)
+        # `cache` too: with one, the keys are the cache's, not `value`'s.
+        state.update(query=query, query_mask=query_mask, cache=cache)
         if key is None:
             key = value
         if cache is not None:
