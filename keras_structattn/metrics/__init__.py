@@ -12,6 +12,11 @@ coco_caption (`evaluate_captions` on the official file formats).
 VQA (`docs/vqa_metrics.md`): vqa_accuracy (the official GT-Vision-Lab VQA
 accuracy, `evaluate_vqa`, in its 2021 and pre-2021 versions, and MCAN's
 `prepare_answer` for answer vocabularies).
+
+TextVQA (`docs/textvqa_metrics.md`): textvqa (the TextVQA accuracy after
+EvalAI's answer normalisation, ANLS with the ST-VQA paper's or mmf's
+threshold rule, `evaluate_textvqa`, and readers of the official annotation
+JSON, mmf imdb `.npy` files and results).
 """
 
 from keras_structattn.metrics.caption_scores import CiderD
@@ -25,6 +30,15 @@ from keras_structattn.metrics.text import BleuResult
 from keras_structattn.metrics.text import ChrfResult
 from keras_structattn.metrics.text import corpus_bleu
 from keras_structattn.metrics.text import corpus_chrf
+from keras_structattn.metrics.textvqa import TextVQAScores
+from keras_structattn.metrics.textvqa import anls
+from keras_structattn.metrics.textvqa import evaluate_textvqa
+from keras_structattn.metrics.textvqa import levenshtein
+from keras_structattn.metrics.textvqa import normalize_evalai_answer
+from keras_structattn.metrics.textvqa import read_textvqa_annotations
+from keras_structattn.metrics.textvqa import read_textvqa_results
+from keras_structattn.metrics.textvqa import textvqa_accuracy
+from keras_structattn.metrics.textvqa import write_textvqa_scores_json
 from keras_structattn.metrics.vqa_accuracy import VQAScores
 from keras_structattn.metrics.vqa_accuracy import evaluate_vqa
 from keras_structattn.metrics.vqa_accuracy import prepare_answer
