@@ -22,6 +22,7 @@ Modules:
     word_vectors: GloVe / word2vec text vectors of a vocabulary's words.
     refcoco: RefCOCO refs with their boxes, box IoU, grounding targets
         and accuracy.
+    phoc, textvqa: PHOC word vectors; the mmf TextVQA imdb, M4C's answer words and targets.
 
 TensorFlow is imported on first use of an in-graph function, so the rest
 works on machines without it.
@@ -50,6 +51,8 @@ from keras_structattn.data.parallel_text import filter_pairs
 from keras_structattn.data.parallel_text import read_lines
 from keras_structattn.data.parallel_text import read_parallel_files
 from keras_structattn.data.parallel_text import read_tsv_pairs
+from keras_structattn.data.phoc import PHOC_DIM
+from keras_structattn.data.phoc import phoc_batch
 from keras_structattn.data.refcoco import RefExpression
 from keras_structattn.data.refcoco import box_iou
 from keras_structattn.data.refcoco import grounding_accuracy
@@ -59,6 +62,14 @@ from keras_structattn.data.shapes_world import generate as generate_shapes_world
 from keras_structattn.data.tatoeba import group_references
 from keras_structattn.data.tatoeba import load_tatoeba_en_de
 from keras_structattn.data.tatoeba import split_of
+from keras_structattn.data.textvqa import AnswerWordVocab
+from keras_structattn.data.textvqa import ImdbReport
+from keras_structattn.data.textvqa import TextVQARecord
+from keras_structattn.data.textvqa import answer_scores
+from keras_structattn.data.textvqa import answer_sequences
+from keras_structattn.data.textvqa import m4c_targets
+from keras_structattn.data.textvqa import read_imdb
+from keras_structattn.data.textvqa import simple_word
 from keras_structattn.data.vocab import CharVocab
 from keras_structattn.data.vocab import SubwordVocab
 from keras_structattn.data.vocab import load_vocab
