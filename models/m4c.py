@@ -38,10 +38,11 @@ choices.
   scores at every step, times the step mask, summed, divided by the
   number of unmasked steps (at least 1).
 
-Decoding (`decode`, and `predict_step`): greedy, iteratively: the M4C mask
-makes the question, object and OCR positions independent of the decoder,
-so they run once, and each step runs one decoder position through every
-layer against cached keys and values (the attention core's cache), which
+Decoding (`decode`, which `predict` runs on inputs without `previous`):
+greedy, iteratively: the M4C mask makes the question, object and OCR
+positions independent of the decoder, so they run once, and each step
+runs one decoder position through every layer against cached keys and
+values (the attention core's cache), which
 gives the full teacher-forced pass's scores on the argmax path (tested).
 
 Hyper-parameter sets (`model_type="textvqa"`): `m4c_base`, `sa_m4c_base`
@@ -249,11 +250,13 @@ class M4C(keras.Model):
             `ocr_boxes` `[B, T, 4]`, `ocr_mask` bool `[B, T]`; `previous`
             int `[B, S]` (the previous prediction at each step, `<s>`
             first; index `V + n` = OCR token n); SA-M4C also `relations`
-            int `[B, L, L]` (`L = Lq + No + T + S`).
+            int `[B, L, L]` (`L = Lq + No + T + S`). Without `previous`
+            the model decodes (`decode`): what `predict` runs.
         training: whether dropout is active.
 
     Returns:
-        float32 scores `[B, S, V + T]`.
+        float32 scores `[B, S, V + T]`; without `previous`, the greedy
+        decoding's int32 indices `[B, S]`.
     """
 
     model_type = MODEL_TYPE
@@ -468,6 +471,8 @@ class M4C(keras.Model):
     # --------------------------------------------------------------- call
 
     def call(self, inputs, training=None, return_attention_scores=False):
+        if "previous" not in inputs:  # inference: `predict` decodes
+            return self.decode(inputs)
         x, masks, ocr_embedding = self.encoder_inputs(inputs, training)
         steps = self.embed_previous(inputs["previous"], ocr_embedding,
                                     ops.arange(self.num_steps), training)
@@ -500,16 +505,18 @@ class M4C(keras.Model):
 
     # ----------------------------------------------------------- decoding
 
-    def decode(self, inputs):
+    def decode(self, inputs, return_scores=False):
         """Greedy decoding with cached keys and values (no dropout).
 
         Args:
             inputs: the call's inputs without `previous`.
+            return_scores: also return each step's scores.
 
         Returns:
             int32 `[B, S]`: the argmax index at every step (`< V` a
             vocabulary word, `V + n` OCR token n); the caller stops at
-            `</s>` (`answer_text`).
+            `</s>` (`answer_text`). With `return_scores`, also the float32
+            scores `[B, S, V + T]` of the steps.
         """
         if not self.built:
             shapes = {key: tuple(ops.shape(value)) for key, value in inputs.items()}
@@ -531,7 +538,7 @@ class M4C(keras.Model):
         ocr_outputs = x[:, begin_ocr:begin_ocr + self.max_ocr]
         batch = ops.shape(x)[0]
         previous = ops.full((batch, 1), BOS, "int32")
-        predicted = []
+        predicted, step_scores = [], []
         # Unrolled: S (12) static steps, each a static slice of the masks.
         for t in range(self.num_steps):
             position = length_encoder + t
@@ -543,11 +550,11 @@ class M4C(keras.Model):
             scores = self._scores(h, ocr_outputs, masks[2])
             previous = ops.cast(ops.argmax(scores, axis=-1), "int32")
             predicted.append(previous)
-        return ops.concatenate(predicted, axis=1)
-
-    def predict_step(self, data):
-        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        return self.decode(x)
+            step_scores.append(scores)
+        predicted = ops.concatenate(predicted, axis=1)
+        if return_scores:
+            return predicted, ops.concatenate(step_scores, axis=1)
+        return predicted
 
     def attention_maps(self, inputs):
         """The last layer's attention weights `[B, heads, L, L]` (float32,
@@ -630,6 +637,10 @@ def m4c_hparams(architecture="m4c", **changes):
         max_question_length=20,
         max_objects=100,
         max_ocr=50,
+        # Faster R-CNN fc7 (2048); FastText 300 + PHOC 604 + fc7 2048 (M4C's
+        # 50 always-zero order dims are left out: they feed nothing).
+        object_feature_dim=2048,
+        ocr_feature_dim=2952,
         num_steps=12,
         dropout=0.1,
         layer_norm_epsilon=1e-12,
@@ -654,7 +665,9 @@ def m4c_hparams(architecture="m4c", **changes):
 # Shapes world on a CPU: 12 heads (one per spatial relation) of 16.
 _TINY = dict(hidden_size=192, filter_size=384, num_text_layers=1, max_objects=8,
              max_ocr=9, learning_rate=5e-4, warmup_steps=100, decay_steps="100000",
-             clip_norm=1.0, batch_size=64, epochs=12, dropout=0.1)
+             clip_norm=1.0, batch_size=64, epochs=12, dropout=0.1,
+             # Shapes world's answer noise makes one-off misspellings.
+             min_answer_count=5)
 
 
 @hparams_lib.register("m4c_base")

@@ -110,7 +110,7 @@ def max_regions_of(store, wanted):
     return max(1, min(wanted, most))
 
 
-def epoch_batches(count, batch_size, seed, make_batch, start=0):
+def epoch_batches(count, batch_size, seed, make_batch, start=0, with_epoch=False):
     """Training batches, forever: step `s` is batch `s % per_epoch` of epoch
     `s // per_epoch`, each epoch a permutation of the `count` items drawn
     from `(seed, epoch)` with the last incomplete batch dropped (as MCAN),
@@ -120,8 +120,10 @@ def epoch_batches(count, batch_size, seed, make_batch, start=0):
         count: number of training items.
         batch_size: items per batch.
         seed: the run's seed.
-        make_batch: `make_batch(indices)` -> a batch.
+        make_batch: `make_batch(indices)` -> a batch (`make_batch(indices,
+            epoch)` with `with_epoch`: for targets sampled anew each epoch).
         start: the first step.
+        with_epoch: pass the 0-based epoch to `make_batch`.
     """
     per_epoch = steps_per_epoch(count, batch_size)
     step = start
@@ -131,7 +133,8 @@ def epoch_batches(count, batch_size, seed, make_batch, start=0):
         if epoch != order_epoch:
             order = np.random.default_rng([seed, epoch]).permutation(count)
             order_epoch = epoch
-        yield make_batch(order[offset * batch_size:(offset + 1) * batch_size])
+        rows = order[offset * batch_size:(offset + 1) * batch_size]
+        yield make_batch(rows, epoch) if with_epoch else make_batch(rows)
         step += 1
 
 

@@ -711,20 +711,21 @@ def answer_sequences(answers, ocr_tokens, vocab, *, max_ocr=MAX_OCR, max_match=M
 
 
 def _same_word(index, ocr_words, vocab):
-    """SA-M4C's other indices of the word at `index` (its released code).
+    """SA-M4C's other indices of the word at `index`: its vocabulary index
+    (where the vocabulary holds it) and every OCR position reading it.
 
-    A vocabulary word adds every OCR copy of it; an OCR copy adds the
-    vocabulary index of its word (not the other OCR copies: the released
-    `get_all_indices` does not add them). `</s>` has none.
+    Kant et al. (2020, arXiv:2007.12146) switch on every index of the same
+    word, as the reference notes of this project describe it; docs/textvqa.md
+    says where a reading of the released code differs (an OCR target there
+    may add the vocabulary index only). `</s>` has none.
     """
     size = vocab.size
     if index == vocab.EOS:
         return []
-    if index >= size:
-        i = vocab.index(ocr_words[index - size])
-        return [] if i < 0 or i == vocab.UNK else [i]
-    word = vocab.word(index)
-    return [size + n for n, w in enumerate(ocr_words) if w == word]
+    word = ocr_words[index - size] if index >= size else vocab.word(index)
+    same = [size + n for n, w in enumerate(ocr_words) if w == word]
+    i = vocab.index(word)
+    return ([] if i < 0 or i == vocab.UNK else [i]) + same
 
 
 def m4c_targets(step0, sequence, ocr_tokens, vocab, *, num_steps=NUM_STEPS, max_ocr=MAX_OCR,
@@ -741,10 +742,9 @@ def m4c_targets(step0, sequence, ocr_tokens, vocab, *, num_steps=NUM_STEPS, max_
     `<s>` first; no loss reaches those steps).
 
     `all_copies=True` is SA-M4C's variant (Kant et al., 2020,
-    arXiv:2007.12146, its released `M4CAnswerProcessor`): at t >= 1 a
-    vocabulary target also switches on every OCR copy of the word, and an
-    OCR target the word's vocabulary index (where the vocabulary holds it;
-    as released, not the word's other OCR copies); `</s>` stays alone.
+    arXiv:2007.12146): at t >= 1 every index of the target's word is
+    switched on: its vocabulary index (where the vocabulary holds it) and
+    every OCR copy of it; `</s>` stays alone.
 
     Args:
         step0: `{index: score}` of `answer_sequences`.

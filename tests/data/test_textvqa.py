@@ -269,12 +269,12 @@ def ref_targets(step0, seq, ocr_tokens, words, num_steps, max_ocr, all_copies):
         target = goal[t]
         scores[t, target] = 1
         if all_copies and target != eos:
-            if target < size:
-                for n, tok in enumerate(ocr):
-                    if tok == words[target]:
-                        scores[t, size + n] = 1
-            elif ocr[target - size] in words and words.index(ocr[target - size]) != unk:
-                scores[t, words.index(ocr[target - size])] = 1
+            word = words[target] if target < size else ocr[target - size]
+            for n, tok in enumerate(ocr):
+                if tok == word:
+                    scores[t, size + n] = 1
+            if word in words and words.index(word) != unk:
+                scores[t, words.index(word)] = 1
     return prev, scores, mask
 
 
@@ -348,10 +348,10 @@ def test_m4c_targets_by_hand():
     np.testing.assert_allclose(scores[0], [0, 0, 0, 0, 0.9, 0.3, 0.9, 0, 0])
     assert set(zip(*np.nonzero(scores[1:]))) == {(0, 5), (1, 2)}
     # SA-M4C: vocab "cafe" at step 1 also marks its OCR copy 7; the OCR "red"
-    # target (6) marks vocab "red" (4), not the other copy 8; </s> alone.
+    # target (6) marks vocab "red" (4) and the other copy 8; </s> alone.
     _, scores, _ = m4c_targets(step0, (4, 5, 6), ocr, vocab, num_steps=5, max_ocr=3,
                                all_copies=True)
-    assert [set(np.flatnonzero(row)) for row in scores[1:]] == [{5, 7}, {6, 4}, {2}, set()]
+    assert [set(np.flatnonzero(row)) for row in scores[1:]] == [{5, 7}, {6, 4, 8}, {2}, set()]
     # An OCR token reading "</s>" is no copy of the end symbol.
     _, scores, _ = m4c_targets({}, (4,), ["</s>"], vocab, num_steps=2, max_ocr=1,
                                all_copies=True)

@@ -1,0 +1,4 @@
+from recipes._cli import entry_point
+from recipes.textvqa import main
+
+entry_point(main)

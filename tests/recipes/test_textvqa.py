@@ -1,0 +1,173 @@
+"""The TextVQA recipe, run as a user runs it, on a tiny Shapes world.
+
+One SA-M4C run (one plain and one spatial layer, 2 epochs on 24 generated
+images) is trained and evaluated once per module; the tests then evaluate,
+predict, score and visualize it, resume it after `kill -9`, train M4C on a
+broken imdb, and feed the command line bad flags.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from recipes import textvqa
+from tests.recipes.conftest import ROOT
+from tests.recipes.conftest import kill_at_checkpoint
+from tests.recipes.test_caption import assert_same_weights
+from tests.recipes.test_translate_cli import ENV
+from tests.recipes.test_translate_cli import assert_error
+
+TINY = ("hidden_size=24,filter_size=32,num_text_layers=1,num_layers=1,num_spatial_layers={},"
+        "batch_size=8,min_answer_count=1")
+
+
+def flags(out, model="sa_m4c", *extra):
+    return ["--output_dir", str(out), "--model", model,
+            "--hparams", TINY.format(1 if model == "sa_m4c" else 0),
+            "--world_train", "24", "--world_val", "4", "--world_test", "8",
+            "--predict_batch_size", "16", "--verbose", "0", *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("textvqa") / "run"
+    textvqa.main(["train", *flags(out, "sa_m4c", "--epochs", "2", "--jit", "off")])
+    return out
+
+
+def imdb(run, split):
+    return str(run / "shapes_world" / "textvqa" / f"imdb_{split}.npy")
+
+
+# ------------------------------------------------------------ the commands
+
+
+def test_evaluate_prints_accuracy_and_anls_per_type_next_to_the_baselines(trained, capsys):
+    scores = textvqa.main(["evaluate", *flags(trained)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["question", "type", "questions", "model", "acc", "model",
+                                "anls", "majority", "acc", "majority", "anls", "first_ocr",
+                                "acc", "first_ocr", "anls"]
+    names = {line.split()[0] for line in lines[1:]}
+    assert {"[ocr]", "overall"} <= names
+    saved = json.loads((trained / "test_scores.json").read_text())
+    assert set(saved) == {"accuracy", "anls", "per_question"}
+    overall = next(line for line in lines if line.startswith("overall")).split()
+    assert float(overall[2]) == pytest.approx(100 * scores.accuracy, abs=0.006)
+    assert float(overall[3]) == pytest.approx(100 * scores.anls, abs=0.006)
+    assert saved["accuracy"] == pytest.approx(scores.accuracy)
+
+
+def test_predict_then_score_gives_the_evaluated_scores(trained, tmp_path, capsys):
+    results = tmp_path / "results.json"
+    textvqa.main(["predict", *flags(trained), "--imdb", imdb(trained, "test"),
+                  "--output_file", str(results)])
+    capsys.readouterr()
+    output = tmp_path / "scores.json"
+    scores = textvqa.main(["score", "--annotations", imdb(trained, "test"),
+                           "--results", str(results), "--output", str(output)])
+    evaluated = json.loads((trained / "test_scores.json").read_text())
+    assert scores.accuracy == pytest.approx(evaluated["accuracy"])
+    assert scores.anls == pytest.approx(evaluated["anls"])
+    assert json.loads(output.read_text())["per_question"] == evaluated["per_question"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == f"accuracy\t{scores.accuracy:.4f}"
+
+
+def test_score_takes_the_official_annotation_json(tmp_path, capsys):
+    """Hand-computed: "cafe" matches 4 of 10 answers (accuracy 1); "cafe"
+    against "caf" is one edit in 4 letters (ANLS 0.75, accuracy 0); "ab"
+    against "abcd" is NL = 0.5, 0 in ST-VQA's ANLS and 0.5 in mmf's."""
+    annotations = {"dataset_name": "textvqa", "dataset_version": "0.5.1", "data": [
+        {"question_id": 1, "image_id": "a", "question": "what?",
+         "answers": ["cafe"] * 4 + ["bar"] * 6},
+        {"question_id": 2, "image_id": "b", "question": "what?", "answers": ["caf"] * 10},
+        {"question_id": 3, "image_id": "c", "question": "what?", "answers": ["abcd"] * 10},
+    ]}
+    path = tmp_path / "annotations.json"
+    path.write_text(json.dumps(annotations))
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([{"question_id": q, "answer": a}
+                                   for q, a in ((1, "cafe"), (2, "cafe"), (3, "ab"))]))
+    scores = textvqa.main(["score", "--annotations", str(path), "--results", str(results)])
+    assert scores.accuracy == pytest.approx(1 / 3)
+    assert scores.anls == pytest.approx((1 + 0.75 + 0) / 3)
+    mmf = textvqa.main(["score", "--annotations", str(path), "--results", str(results),
+                        "--anls", "mmf"])
+    assert mmf.anls == pytest.approx((1 + 0.75 + 0.5) / 3)
+
+
+def test_visualize_draws_the_ocr_boxes_and_one_panel_per_spatial_head(trained, capsys):
+    from PIL import Image
+
+    written = textvqa.main(["visualize", *flags(trained), "--num_questions", "2"])
+    assert len(written) == 2
+    for path in written:
+        with Image.open(path) as image:
+            width, height = image.size
+        # The question's picture, and beside it 3 rows of 4 head panels.
+        assert width > 2 * height / 3 and width > 600, (width, height)
+
+
+def test_a_run_killed_mid_training_resumes_to_the_straight_runs_weights(trained, tmp_path):
+    out = tmp_path / "killed"
+    shutil.copytree(trained / "shapes_world", out / "shapes_world")
+    command = [sys.executable, "-m", "recipes.textvqa", "train",
+               *flags(out, "sa_m4c", "--epochs", "2", "--jit", "off", "--no_eval")]
+    kill_at_checkpoint(command, out / "checkpoints" / "ckpt-0001.weights.h5", ENV)
+    result = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resuming" in result.stderr
+    assert_same_weights(trained / "checkpoints" / "ckpt-0002.weights.h5",
+                        out / "checkpoints" / "ckpt-0002.weights.h5")
+
+
+# ----------------------------------------------------- errors, as a user sees them
+
+BAD_COMMAND_LINES = [
+    (["score", "--results", "README.md"], "score needs --annotations and --results"),
+    (["predict"], "predict needs --imdb"),
+    (["--model", "m4c", "--graph", "random"], "--graph is for --model sa_m4c"),
+    (["--object_features", "docs"], "give --object_features and --ocr_features together"),
+    (["evaluate", "--output_dir", "no_run_here"], "no trained run in no_run_here"),
+    (["--model", "m5c"], "argument --model: invalid choice: 'm5c'"),
+    (["--imdb_train", "nowhere.npy"], "argument --imdb_train: no such file: nowhere.npy"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_COMMAND_LINES,
+                         ids=[" ".join(argv) for argv, _ in BAD_COMMAND_LINES])
+def test_bad_command_lines_are_one_line_usage_errors(argv, message):
+    """Checked before TensorFlow loads."""
+    code = ("import sys\nfrom recipes import _cli, textvqa\n"
+            f"_cli.entry_point(textvqa.main, {argv!r})\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV,
+                            capture_output=True, text=True, timeout=60)
+    assert_error(result, 2, message)
+
+
+def test_a_malformed_imdb_entry_stops_the_run_or_is_counted(trained, tmp_path, capsys):
+    """The error names the file and the entry; --skip_invalid counts it and
+    trains M4C on the rest."""
+    entries = np.load(imdb(trained, "train"), allow_pickle=True)
+    entries[3] = dict(entries[3], ocr_normalized_boxes=np.zeros((1, 3), "float32"))
+    broken = tmp_path / "textvqa" / "imdb_train.npy"
+    broken.parent.mkdir()
+    np.save(broken, entries, allow_pickle=True)
+    shutil.copy(trained / "shapes_world" / "features_train.npz", tmp_path)
+    argv = ["train", *flags(tmp_path / "run", "m4c", "--imdb_train", str(broken), "--epochs",
+                            "1", "--no_eval")]
+    with pytest.raises(ValueError, match=r"imdb_train\.npy.*3"):
+        textvqa.main(argv)
+    assert not (tmp_path / "run" / "run.json").exists()
+    capsys.readouterr()
+    textvqa.main(argv + ["--skip_invalid"])
+    err = capsys.readouterr().err
+    assert f"{len(entries) - 2} of {len(entries) - 1} entries kept" in err, err
+    history = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert np.isfinite(history["loss"][-1])
