@@ -662,8 +662,8 @@ def m4c_hparams(architecture="m4c", **changes):
     return hparams_lib.HParams(**values).override(**changes)
 
 
-# Shapes world on a CPU: 12 heads (one per spatial relation) of 16.
-_TINY = dict(hidden_size=192, filter_size=384, num_text_layers=1, max_objects=8,
+# Shapes world on a CPU: 12 heads (one per spatial relation) of 8.
+_TINY = dict(hidden_size=96, filter_size=256, num_text_layers=1, max_objects=8,
              max_ocr=9, learning_rate=5e-4, warmup_steps=100, decay_steps="100000",
              clip_norm=1.0, batch_size=64, epochs=12, dropout=0.1,
              # Shapes world's answer noise makes one-off misspellings.
@@ -684,7 +684,7 @@ def sa_m4c_base():
 
 @hparams_lib.register("m4c_tiny")
 def m4c_tiny():
-    """A CPU-sized M4C for Shapes world: d 192, 12 heads of 16, 4 layers."""
+    """A CPU-sized M4C for Shapes world: d 96, 12 heads of 8, 4 layers."""
     return m4c_hparams(**dict(_TINY, num_layers=4))
 
 

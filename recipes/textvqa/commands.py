@@ -177,9 +177,13 @@ def prepare_run(args, run, settings, hparams, splits):
         if args.fasttext:
             fasttext_dim = OcrWordVectors(args.fasttext, []).dim
         object_dim, ocr_dim = _feature_dims(train_split, fasttext_dim)
+        # Fitted to the data where it needs less (Shapes world: 8 shapes,
+        # questions of at most 13 words): padding would only cost time.
         most = max(len(train_split.features.of(r)[0]) for r in train_split.records[:2000])
+        longest = max(len(question_tokens(r)) for r in train_split.records)
         fitted = [f"object_feature_dim={object_dim}", f"ocr_feature_dim={ocr_dim}",
-                  f"max_objects={min(hparams.max_objects, max(1, most))}"]
+                  f"max_objects={min(hparams.max_objects, max(1, most))}",
+                  f"max_question_length={min(hparams.max_question_length, max(1, longest))}"]
         hparams = _vl.usage(hparams.parse(",".join(fitted)).parse, args.hparams)
     print(f"[hparams] {settings['hparams_set']}: {hparams}")
     keras.utils.set_random_seed(settings["seed"])
@@ -653,8 +657,10 @@ def draw_question(model, hparams, inputs, record, answer, copied, image, attenti
             (b, OCR_OUTLINE) for b, a in zip(boxes, allowed) if a]
         panels.append(attention_maps.draw_region_weights(
             image, boxes, head_weights,
-            [f"head {head}: {relation_names(allowed_labels)}",
-             f"{int(allowed.sum())} boxes allowed"],
+            # Label (a, b) says where a lies seen from b: the query token
+            # lies <relation> of each box its head allows.
+            [f"head {head}: {int(allowed.sum())} boxes; the token is",
+             relation_names(allowed_labels)],
             size=attention_maps.PANEL_SIZE, outlines=panel_outlines))
     rows = [panels[i:i + 4] for i in range(0, len(panels), 4)]
     grid = attention_maps.stacked([_row(attention_maps, row) for row in rows])
@@ -668,13 +674,16 @@ def _row(attention_maps, panels):
     return picture
 
 
-_RELATION_NAMES = {0: "none", 1: "contains", 2: "inside", 3: "overlap", 12: "self"}
-_DIRECTION_NAMES = ("right", "lower-right", "down", "lower-left", "left", "upper-left", "up",
-                    "upper-right")
+_RELATION_NAMES = {0: "unrelated to them", 1: "containing them", 2: "inside them",
+                   3: "overlapping them", 12: "itself"}
+_DIRECTION_NAMES = ("right", "low-right", "down", "low-left", "left", "up-left", "up",
+                    "up-right")
 
 
 def relation_names(labels):
     """Short names of spatial labels (docs/graph_attention.md)."""
-    names = [_RELATION_NAMES.get(label) or _DIRECTION_NAMES[label - 4]
-             for label in sorted(labels)]
-    return ", ".join(names)
+    labels = sorted(labels)
+    if all(4 <= label <= 11 for label in labels):
+        return "/".join(_DIRECTION_NAMES[label - 4] for label in labels) + " of them"
+    return " / ".join(_RELATION_NAMES.get(label) or _DIRECTION_NAMES[label - 4]
+                      for label in labels)
