@@ -166,8 +166,41 @@ def test_a_malformed_imdb_entry_stops_the_run_or_is_counted(trained, tmp_path, c
         textvqa.main(argv)
     assert not (tmp_path / "run" / "run.json").exists()
     capsys.readouterr()
-    textvqa.main(argv + ["--skip_invalid"])
+    # The counted run also reads the OCR tokens' word vectors from a local file.
+    vectors = tmp_path / "vectors.vec"
+    tokens = sorted({t for e in entries[1:] for t in e["ocr_tokens"]})
+    vectors.write_text("2 4\n" + "".join(f"{t} 0.1 0.2 0.3 {k}\n"
+                                          for k, t in enumerate(tokens[:2])))
+    textvqa.main(argv + ["--skip_invalid", "--fasttext", str(vectors)])
     err = capsys.readouterr().err
     assert f"{len(entries) - 2} of {len(entries) - 1} entries kept" in err, err
+    assert f"vectors for 2 of {len(tokens)} OCR token types" in err, err
+    hparams = json.loads((tmp_path / "run" / "hparams.json").read_text())
+    assert hparams["ocr_feature_dim"] == 4 + 604 + 30  # FastText, PHOC, appearance
     history = json.loads((tmp_path / "run" / "train_summary.json").read_text())
     assert np.isfinite(history["loss"][-1])
+
+
+def test_per_image_feature_folders_give_the_same_answers(trained, tmp_path, capsys):
+    """Real data's layout: per-image .npz object and OCR features named by
+    image id, an imdb without feature paths."""
+    entries = np.load(imdb(trained, "test"), allow_pickle=True)
+    with np.load(trained / "shapes_world" / "features_test.npz") as data:
+        stacked = {k: data[k] for k in data.files}
+    objects, ocr = tmp_path / "objects", tmp_path / "ocr"
+    objects.mkdir()
+    ocr.mkdir()
+    for k, image_id in enumerate(stacked["image_ids"]):
+        n, t = stacked["num_obj"][k], stacked["num_ocr"][k]
+        np.savez(objects / f"{image_id}.npz", features=stacked["obj_features"][k, :n],
+                 boxes=stacked["obj_boxes"][k, :n] * 64, image_w=64, image_h=64)
+        np.savez(ocr / f"{image_id}.npz", features=stacked["ocr_features"][k, :t])
+    for k in range(1, len(entries)):
+        entries[k] = {key: v for key, v in entries[k].items()
+                      if key not in ("feature_path", "feature_index")}
+    moved = tmp_path / "imdb_test.npy"
+    np.save(moved, entries, allow_pickle=True)
+    folders = ["--object_features", str(objects), "--ocr_features", str(ocr)]
+    want = textvqa.main(["predict", *flags(trained), "--imdb", imdb(trained, "test")])
+    got = textvqa.main(["predict", *flags(trained), "--imdb", str(moved), *folders])
+    assert got == want
