@@ -19,11 +19,11 @@ import dataclasses
 import os
 import re
 import sys
-import tempfile
 import time
 
 import numpy as np
 
+from keras_structattn.data.json_files import atomic_open
 from keras_structattn.ops import _checks
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -242,16 +242,8 @@ def load_image(path, image_size):
 
 
 def _save_atomically(path, array):
-    folder = os.path.dirname(path)
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
+    with atomic_open(path, "wb") as f:
+        np.save(f, array, allow_pickle=False)
 
 
 def extract_grid_features(

@@ -1,12 +1,43 @@
-"""Reading JSON data files with errors that name the file and line.
+"""Reading JSON data files with errors that name the file and line; writing
+files whole or not at all.
 
 The readers of real formats (COCO captions, VQA v2, RefCOCO) share these:
 a missing file, invalid UTF-8 or JSON, or a top-level key that is not a
 list is reported with the file's name (and the line, for JSON syntax).
+The library's writers (vocabularies, scores, feature files) share
+`atomic_open`.
 """
 
+import contextlib
 import json
 import os
+import tempfile
+
+
+@contextlib.contextmanager
+def atomic_open(path, mode="w"):
+    """A temporary file beside `path`, renamed onto it when the block ends
+    without an error (and removed when it raises): a reader never sees half
+    a file.
+
+    Args:
+        path: the file to write; its folder must exist.
+        mode: "w" (UTF-8 text) or "wb".
+
+    Yields:
+        The open temporary file.
+    """
+    name = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(name))
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.",
+                                suffix=".partial")
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+        os.replace(temp, name)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
 
 
 def load_json(path, what):

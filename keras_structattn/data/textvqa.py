@@ -30,10 +30,11 @@ import collections
 import dataclasses
 import os
 import re
-import tempfile
 from typing import NamedTuple
 
 import numpy as np
+
+from keras_structattn.data.json_files import atomic_open
 
 PAD_WORD = "<pad>"
 BOS_WORD = "<s>"
@@ -583,17 +584,8 @@ class AnswerWordVocab:
         Args:
             path: the file to write (a temporary file is renamed onto it).
         """
-        name = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(name))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".answer_words-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write("\n".join(self._words) + "\n")
-            os.replace(tmp, name)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        with atomic_open(path) as f:
+            f.write("\n".join(self._words) + "\n")
 
     def __repr__(self):
         shown = ", ".join(repr(w) for w in self._words[4:8])

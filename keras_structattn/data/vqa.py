@@ -33,11 +33,11 @@ import collections
 import json
 import os
 import re
-import tempfile
 from typing import NamedTuple
 
 import numpy as np
 
+from keras_structattn.data.json_files import atomic_open
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.json_files import top_list
 from keras_structattn.ops import _checks
@@ -495,21 +495,12 @@ class AnswerVocab:
         Args:
             path: the file to write.
         """
-        name = os.fspath(path)
         data = {"format": _ANSWER_VOCAB_FORMAT, "version": 1, "answers": self._answers}
         if self._counts is not None:
             data["counts"] = self._counts
-        folder = os.path.dirname(os.path.abspath(name))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".answers-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=False, indent=0)
-                f.write("\n")
-            os.replace(tmp, name)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        with atomic_open(path) as f:
+            json.dump(data, f, ensure_ascii=False, indent=0)
+            f.write("\n")
 
     @classmethod
     def load(cls, path):

@@ -18,11 +18,11 @@ import dataclasses
 import json
 import numbers
 import os
-import tempfile
 from collections.abc import Mapping
 
 import numpy as np
 
+from keras_structattn.data.json_files import atomic_open
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.json_files import top_list
 from keras_structattn.data.vqa import _field
@@ -284,20 +284,10 @@ def evaluate_textvqa(annotations, results, *, anls_mode="st_vqa"):
 def write_textvqa_scores_json(scores, path):
     """Writes `scores.to_json()` to `path` atomically (a temporary file in
     the same folder, then `os.replace`), keys sorted, indented."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(prefix=".textvqa_scores.", suffix=".json.partial",
-                                    dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            json.dump(scores.to_json(), f, indent=1, sort_keys=True, ensure_ascii=False,
-                      allow_nan=False)
-            f.write("\n")
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
+    with atomic_open(path) as f:
+        json.dump(scores.to_json(), f, indent=1, sort_keys=True, ensure_ascii=False,
+                  allow_nan=False)
+        f.write("\n")
 
 
 def _load_imdb(name):

@@ -26,10 +26,10 @@ metric.
 
 import dataclasses
 import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping
+
+from keras_structattn.data.json_files import atomic_open
 
 VERSIONS = ("2021", "pre2021")
 NORMALIZATIONS = ("official", "corrected")
@@ -285,20 +285,10 @@ class VQAScores:
 def write_vqa_scores_json(scores, path):
     """Writes `scores.to_official()` to `path` atomically (a temporary file in
     the same folder, then `os.replace`), keys sorted, indented."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(prefix=".vqa_scores.", suffix=".json.partial",
-                                    dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            json.dump(scores.to_official(), f, indent=1, sort_keys=True, ensure_ascii=False,
-                      allow_nan=False)
-            f.write("\n")
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
+    with atomic_open(path) as f:
+        json.dump(scores.to_official(), f, indent=1, sort_keys=True, ensure_ascii=False,
+                  allow_nan=False)
+        f.write("\n")
 
 
 def _listed(data, key, what):
