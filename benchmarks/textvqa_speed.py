@@ -232,6 +232,11 @@ def main():
             "x M4C": "" if macs is None or base_macs is None else f"{macs / base_macs:.2f}"})
             for label, params, step, macs, _ in models],
         args.batch, args.warmup, args.repeats)
+    # The graph's own cost: SA-M4C against its depth with plain attention,
+    # timed alternately (the M4C pairings above drift with the load).
+    plain_ms, graph_ms = paired_medians(models[2][2], models[1][2], args.warmup, args.repeats)
+    print(f"# SA-M4C vs the same depth with plain attention, paired: {graph_ms:.0f} vs "
+          f"{plain_ms:.0f} ms, x{graph_ms / plain_ms:.2f} (the spatial masks' cost)")
     print()
     paired_table(f"greedy decoding ({base.num_steps} steps)",
                  [(label, decode, {}) for label, _, _, _, decode in models],
