@@ -39,7 +39,7 @@ def parse_table(stdout):
     recipe's result table (its stdout)."""
     lines = [line for line in stdout.splitlines() if line.strip()]
     header = lines[0].split()
-    titles = [header[k] for k in range(3, len(header), 2)]  # model acc model anls ...
+    titles = header[3::4]  # "model acc model anls majority acc majority anls ..."
     table = {}
     for line in lines[1:]:
         cells = line.split()
