@@ -175,6 +175,71 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
             by_head = ops.transpose(ops.take(table, labels, axis=0), (0, 3, 1, 2))
             allowed = and_masks(by_head, allowed)
             if self._use_relation_bias:
-                beta = ops.transpose(ops.cast(self.relation_bias, "float32"))
-                bias = ops.transpose(ops.take(beta, labels, axis=0), (0, 3, 1, 2))
+                bias = _relation_bias(ops.cast(self.relation_bias, "float32"), labels)
         return LogitStructure(allowed=allowed, bias=bias, top_k=self._top_k)
+
+
+def _relation_bias(beta, labels, one_hot_gradient=None):
+    """`beta[h, labels[b, i, j]]` as `[B, N, T, S]` (Eq. 5's bias), gathered.
+
+    The gradient with respect to `beta` `[N, NUM_LABELS]` is the sum of the
+    upstream gradients over the positions of each label. The gather's own
+    gradient computes it as a scatter-add of B*N*T*S values into the 12 x 15
+    table: on a GPU, atomics piling onto few addresses made the training step
+    5.4x Keras MHA's (issue 22). There, the gradient is a one-hot contraction
+    instead (a batched matmul, then a sum over the batch). On a CPU, XLA's
+    scatter-add is a plain loop and the faster of the two (paired timings in
+    benchmarks/results_graph_attention_cpu.txt), so the gather keeps its own
+    gradient. The forward is a gather either way: the values are exact.
+    (On Ampere and later GPUs the matmul may run in TF32, the default of
+    both backends, like the attention's own matmuls: each upstream value is
+    then rounded to 11 significant bits before the float32 sum.)
+
+    Args:
+        beta: float32 `[N, NUM_LABELS]`.
+        labels: int32 `[B, T, S]` in 0..14
+            (`relation_tables.blocked_if_out_of_range`).
+        one_hot_gradient: None chooses by the default device (True unless it
+            is a CPU); True or False forces a form (tests).
+    """
+
+    def gather(beta):
+        gathered = ops.take(ops.transpose(beta), labels, axis=0)  # [B, T, S, N]
+        return ops.transpose(gathered, (0, 3, 1, 2))
+
+    if one_hot_gradient is None:
+        one_hot_gradient = not _default_device_is_cpu()
+    if not one_hot_gradient:
+        return gather(beta)
+
+    @ops.custom_gradient
+    def lookup(beta):
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            batch = ops.shape(labels)[0]
+            # [B, T*S, NUM_LABELS]: a per-batch matmul; an einsum over b, i
+            # and j at once transposes (2x slower with XLA on CPU).
+            one_hot = ops.reshape(
+                ops.one_hot(labels, rt.NUM_LABELS, dtype="float32"), (batch, -1, rt.NUM_LABELS)
+            )
+            upstream = ops.reshape(ops.cast(upstream, "float32"), (batch, ops.shape(beta)[0], -1))
+            return ops.sum(ops.matmul(upstream, one_hot), axis=0)
+
+        return gather(beta), grad
+
+    return lookup(beta)
+
+
+def _default_device_is_cpu():
+    """Whether ops run on a CPU by default (a trace-time fact, not a value)."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() == "cpu"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return not tf.config.list_logical_devices("GPU")
+    return False

@@ -275,6 +275,117 @@ def test_gradient_matches_finite_differences():
     np.testing.assert_allclose((grad * direction).sum(), numeric, rtol=2e-2, atol=2e-3)
 
 
+def value_and_grad(fn, beta, compiled):
+    """(fn(beta), d sum(fn(beta) * w) / d beta) on the current backend, eager
+    or under XLA; `fn` returns (output, w)."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        def step(beta):
+            with tf.GradientTape() as tape:
+                tape.watch(beta)
+                out, w = fn(beta)
+                loss = tf.reduce_sum(out * w)
+            return out, tape.gradient(loss, beta)
+
+        step = tf.function(step, jit_compile=True) if compiled else step
+        out, grad = step(tf.constant(beta))
+    else:
+        import jax
+
+        def loss(beta):
+            out, w = fn(beta)
+            return ops.sum(out * w), out
+
+        step = jax.value_and_grad(loss, has_aux=True)
+        (_, out), grad = (jax.jit(step) if compiled else step)(beta)
+    return to_np(out), to_np(grad)
+
+
+@pytest.mark.parametrize("one_hot_gradient", [False, True])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_relation_bias_and_its_gradient_match_loops(compiled, one_hot_gradient):
+    """Issue 22: on accelerators the bias is a gather whose gradient is a
+    one-hot contraction, not the gather's scatter-add (kept on CPU); both
+    forms are tested here. Values: beta[h, label]; gradient: grad[h, label]
+    = the sum of the upstream gradients where the label occurs (loops).
+    Out-of-range labels count as BLOCKED."""
+    from keras_structattn.layers.graph_attention import _relation_bias
+
+    rng = np.random.default_rng(30)
+    B, N, T, S = 2, 3, 4, 5
+    labels = rng.integers(0, rt.NUM_LABELS, size=(B, T, S)).astype("int32")
+    labels[0, 0, :3] = (20, -1, 1000)
+    beta = rng.normal(size=(N, rt.NUM_LABELS)).astype("float32")
+    upstream = rng.normal(size=(B, N, T, S)).astype("float32")
+
+    def fn(beta):
+        safe = rt.blocked_if_out_of_range(ops.convert_to_tensor(labels))
+        return (_relation_bias(beta, safe, one_hot_gradient),
+                ops.convert_to_tensor(upstream))
+
+    bias, grad = value_and_grad(fn, beta, compiled)
+    expected_bias = np.zeros((B, N, T, S))
+    expected_grad = np.zeros((N, rt.NUM_LABELS))
+    for b in range(B):
+        for i in range(T):
+            for j in range(S):
+                label = int(labels[b, i, j])
+                label = label if 0 <= label < rt.NUM_LABELS else rt.BLOCKED
+                for h in range(N):
+                    expected_bias[b, h, i, j] = beta[h, label]
+                    expected_grad[h, label] += upstream[b, h, i, j]
+    np.testing.assert_array_equal(bias, expected_bias)  # a gather: exact
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-6, atol=1e-6)
+    assert expected_grad[:, rt.BLOCKED].any()  # the out-of-range labels landed there
+
+
+@pytest.mark.parametrize("on_cpu", [False, True])
+def test_relation_bias_gradient_through_the_layer(on_cpu, monkeypatch):
+    """The layer's gradient with respect to `relation_bias` (the variable,
+    [num_heads, NUM_LABELS]) matches central finite differences, ReGAT form
+    (no masking) so that every label's bias reaches the softmax; with the
+    gradient of either device (see `_relation_bias`)."""
+    from keras_structattn.layers import graph_attention
+
+    monkeypatch.setattr(graph_attention, "_default_device_is_cpu", lambda: on_cpu)
+    query, value, relations = random_case(31, B=1, T=3, S=4)
+    layer = GraphMultiHeadAttention(num_heads=12, key_dim=2, graph_masking=False,
+                                    relation_bias=True)
+    layer(query, value, relations=relations)
+    randomize(layer, 32)
+    weights = layer.get_weights()
+    index = [w.path for w in layer.weights].index(layer.relation_bias.path)
+    beta = weights[index]
+    w_out = np.random.default_rng(33).normal(size=(1, 3, DIM)).astype("float32")
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(query, value, relations=relations) * w_out)
+        grad = to_np(tape.gradient(loss, layer.relation_bias.value))
+    else:
+        def fn(beta):
+            variables = [beta if v is layer.relation_bias else v.value
+                         for v in layer.trainable_variables]
+            out, _ = layer.stateless_call(variables, [], query, value, relations=relations)
+            return out, ops.convert_to_tensor(w_out)
+
+        _, grad = value_and_grad(fn, beta, compiled=False)
+    direction = np.random.default_rng(34).normal(size=beta.shape)
+    eps = 1e-2
+
+    def f(b):
+        layer.relation_bias.assign(b.astype("float32"))
+        return float((to_np(layer(query, value, relations=relations)) * w_out).sum())
+
+    numeric = (f(beta + eps * direction) - f(beta - eps * direction)) / (2 * eps)
+    layer.relation_bias.assign(beta)
+    np.testing.assert_allclose((grad * direction).sum(), numeric, rtol=1e-2, atol=1e-3)
+    assert np.abs(grad).max() > 1e-3
+
+
 # ------------------------------------------------------- Keras conventions
 
 
@@ -310,7 +421,12 @@ def test_symbolic_scores_shape():
     assert layer.compute_output_shape((2, 5, DIM), (2, 7, DIM)) == (2, 5, DIM)
 
 
-def test_fit_with_xla():
+def test_fit_with_xla(monkeypatch):
+    from keras_structattn.layers import graph_attention
+
+    # The accelerators' relation-bias gradient, whose reshapes meet an
+    # unknown batch size here (the CPU's is the gather's own).
+    monkeypatch.setattr(graph_attention, "_default_device_is_cpu", lambda: False)
     inputs = keras.Input((5, DIM))
     relations = keras.Input((5, 5), dtype="int32")
     x = GraphMultiHeadAttention(num_heads=12, key_dim=2, relation_bias=True, top_k=4)(
