@@ -91,8 +91,13 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         top_k_areas: if > 0, each query keeps only its top-k areas.
         area_implementation: `"fast"` (default: item logits summed over
             areas, area weights folded back onto items; never materialises
-            area keys or values where the mode allows) or `"direct"`
-            (materialises them, like tensor2tensor). Same results.
+            area keys or values where the mode allows), `"direct"`
+            (materialises them, like tensor2tensor), `"fused"` (JAX only: a
+            Pallas kernel, FlashAttention-style, memory O(L) per query row,
+            for `mean` keys with `sum`/`mean` values; other settings, and
+            training with dropout, run `"fast"`; see
+            docs/fused_area_attention.md) or `"auto"` (`"fused"` on a JAX
+            GPU, else `"fast"`). Same results.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

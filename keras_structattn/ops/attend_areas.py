@@ -8,7 +8,7 @@ docs/area_attention.md): a query row with no attendable area outputs zeros
 instead of NaN, masks are boolean (True = may attend), and the summed-area sums, the
 softmax and the mask constant are float32 under mixed precision.
 
-Two implementations give the same numbers:
+Four implementation choices give the same numbers:
 
 * `"direct"` materialises the area keys `[B, N, |R|, D]` and area values, as
   tensor2tensor does.
@@ -22,8 +22,17 @@ Two implementations give the same numbers:
   tensors, hand-written gradient); otherwise it runs on the slot stack of
   `areas`. Other key modes still build area keys, but the value fold applies
   to them too.
+* `"fused"` (JAX only) runs `fused_area_attention`, a Pallas kernel that
+  never holds an `[Lq, L]` tensor per area shape (FlashAttention-style
+  tiling; docs/fused_area_attention.md), for `mean` keys and `sum`/`mean`
+  values without top-k, returned weights or dropout in training; other
+  settings take `"fast"`. On a GPU it compiles through Triton, elsewhere it
+  runs in Pallas' interpret mode (for tests).
+* `"auto"` is `"fused"` where the kernel compiles (JAX on a GPU), else
+  `"fast"`.
 """
 
+from keras import backend
 from keras import ops
 from keras import random
 
@@ -41,7 +50,7 @@ from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 
 KEY_MODES = ("mean", "max", "sample")
 VALUE_MODES = ("sum", "mean", "max")
-IMPLEMENTATIONS = ("fast", "direct")
+IMPLEMENTATIONS = ("fast", "direct", "fused", "auto")
 
 
 
@@ -63,6 +72,29 @@ def _check_common(
     _checks.non_negative_int("top_k_areas", top_k_areas)
     _checks.rate("dropout_rate", dropout_rate)
     _checks.one_of("implementation", implementation, IMPLEMENTATIONS)
+
+
+def _resolve(implementation, fusable):
+    """The path that runs: `"fused"` where asked for (or, for `"auto"`,
+    where the kernel compiles) and the settings allow it, else `"fast"` for
+    `"fused"`/`"auto"`; `"fast"` and `"direct"` as they are."""
+    if implementation not in ("fused", "auto"):
+        return implementation
+    if backend.backend() != "jax":
+        if implementation == "fused":
+            raise ValueError(
+                "implementation='fused' (the Pallas kernel) needs the JAX "
+                f"backend; the backend is {backend.backend()!r}. Use "
+                "'auto' (the fused kernel on a JAX GPU, else 'fast') or 'fast'."
+            )
+        return "fast"
+    if not fusable:
+        return "fast"
+    if implementation == "auto":
+        from keras_structattn.ops.fused_area_attention import on_gpu
+
+        return "fused" if on_gpu() else "fast"
+    return "fused"
 
 
 def _check_mask(mask, length):
@@ -367,8 +399,11 @@ def area_attention(
         return_weights: also return the weights over areas.
         dropout_rate: dropout on the area weights (training only).
         seed: an int or `keras.random.SeedGenerator` for noise and dropout.
-        implementation: `"fast"` (default) or `"direct"` (materialises area
-            keys and values, like tensor2tensor); both give the same result.
+        implementation: `"fast"` (default), `"direct"` (materialises area
+            keys and values, like tensor2tensor), `"fused"` (the Pallas
+            kernel, JAX only; settings it does not cover run `"fast"`) or
+            `"auto"` (`"fused"` on a JAX GPU, else `"fast"`); all give the
+            same result.
 
     Returns:
         `[B, N, Lq, Dv]`, and with `return_weights=True` also the weights
@@ -395,13 +430,30 @@ def area_attention(
         max_area_width=max_area_width,
         max_area_height=max_area_height,
     )
-    fused = (
-        implementation == "fast"
-        and key_mode == "mean"
+    fusable = (
+        key_mode == "mean"
         and value_mode in ("sum", "mean")
         and top_k_areas == 0
         and not return_weights
     )
+    kernel = _resolve(
+        implementation,
+        fusable and layout is not None and not (training and dropout_rate > 0),
+    )
+    if kernel == "fused":
+        from keras_structattn.ops.fused_area_attention import fused_area_attention
+
+        return fused_area_attention(
+            query,
+            key,
+            value,
+            mask,
+            value_mode=value_mode,
+            temperature=temperature,
+            **layout_args,
+        )
+    implementation = kernel
+    fused = implementation == "fast" and fusable
     if layout is None and not (fused and memory_height == 1):
         raise _dynamic_length_error(
             f"Received memory_height={memory_height}, key_mode={key_mode!r}, "
@@ -538,8 +590,9 @@ def attend_to_areas(
 
     For key modes that need parameters (the MLP modes of Eq. 9): compute the
     area keys `[B, N, num_areas, D]` from `area_features`, then call this.
-    With `implementation="fast"`, `sum`/`mean` values are still folded onto
-    items instead of being materialised.
+    With `implementation="fast"` (and `"fused"`/`"auto"`, which run it
+    here), `sum`/`mean` values are still folded onto items instead of being
+    materialised.
 
     Args:
         query: `[B, N, Lq, D]`, already scaled.
@@ -570,6 +623,8 @@ def attend_to_areas(
     )
     if layout is None:
         raise _dynamic_length_error("`attend_to_areas` needs the area count.")
+    # Caller-made area keys: no kernel for them, the fast path folds values.
+    implementation = _resolve(implementation, fusable=False)
     if area_key.shape[-2] != layout.num_areas:
         raise ValueError(
             f"`area_key` must have {layout.num_areas} areas (axis -2) for a "

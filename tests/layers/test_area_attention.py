@@ -1017,6 +1017,55 @@ def test_fit_with_jit_compile(name):
     assert not unchanged, unchanged
 
 
+def _fit_once(implementation, x, y, mask):
+    keras.utils.set_random_seed(4)
+    inputs = keras.Input(x.shape[1:])
+    padding = keras.Input(mask.shape[1:], dtype="bool")
+    layer = make_layer(
+        seed=3,
+        max_area_width=2,
+        max_area_height=2,
+        memory_height=3,
+        area_implementation=implementation,
+    )
+    hidden = layer(inputs, inputs, value_mask=padding, use_causal_mask=True)
+    model = keras.Model([inputs, padding], keras.layers.Dense(2)(hidden))
+    model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse", jit_compile=True)
+    before = [np.array(w) for w in model.get_weights()]
+    model.fit([x, mask], y, batch_size=4, epochs=1, verbose=0)
+    return before, [np.array(w) for w in model.get_weights()]
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "jax", reason="the Pallas kernel is JAX code"
+)
+def test_fused_kernel_trains_like_the_fast_path():
+    """One compiled training step through the fused kernel (interpret mode
+    on CPU) lands on the fast path's weights: forward and backward agree."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(4, 12, DIM)).astype("float32")
+    y = rng.normal(size=(4, 12, 2)).astype("float32")
+    mask = np.ones((4, 12), bool)
+    mask[1, 7:] = False
+    initial, fast = _fit_once("fast", x, y, mask)
+    _, fused = _fit_once("fused", x, y, mask)
+    moved = False
+    for a, b, start in zip(fast, fused, initial):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+        moved = moved or not np.allclose(a, start)
+    assert moved
+
+
+@pytest.mark.skipif(keras.backend.backend() == "jax", reason="checks the non-JAX error")
+def test_fused_implementation_needs_jax():
+    layer = make_layer(max_area_width=2, area_implementation="fused")
+    x = np.zeros((1, 4, DIM), "float32")
+    with pytest.raises(ValueError, match="needs the JAX backend"):
+        layer(x, x)
+    auto = make_layer(max_area_width=2, area_implementation="auto")
+    assert auto(x, x).shape == (1, 4, DIM)
+
+
 @pytest.mark.parametrize(
     "layer_kwargs",
     [
