@@ -13,20 +13,42 @@ map (which query may attend which key, per head or for all heads), a Python
   first, `[N, B, T, S]`, so that neither einsum transposes a `[.., T, S]`
   tensor; only the returned weights are transposed back.
 * fused: `keras.ops.dot_product_attention`, the kernel Keras' own
-  `MultiHeadAttention` uses, taken when neither the weights nor dropout are
-  needed, the layer computes in float32 and keys and values are batched. The
-  kernel averages the values of a row without any allowed key, so such rows
-  are zeroed afterwards, as zero weights would give.
+  `MultiHeadAttention` uses (on JAX with a GPU, cuDNN flash attention under
+  bfloat16 and float16), taken when neither the weights nor dropout are
+  needed, there is no `top_k`, keys and values are batched and as wide as
+  each other, and the layer computes in float32 (both backends) or, on JAX
+  only, in bfloat16, or float16 on a GPU (`fused_dtype`). JAX's kernel
+  accumulates the logits in float32, masks them with its own constant and
+  takes the softmax in float32: the explicit path's meaning, up to
+  rounding the `bias` to the compute dtype (the explicit path rounds the
+  semantic logits likewise). There the bias is first clipped to
+  `FUSED_BIAS_LIMIT` of that dtype, so that neither the cast nor cuDNN's
+  additive mask constant can overflow. TensorFlow has no flash kernel (its
+  fused op rounds the logits and the bias to the compute dtype and gains
+  nothing), so its mixed precision stays on the explicit path. The kernel
+  averages the values of a row without any allowed key, so such rows are
+  zeroed afterwards, as zero weights would give.
 
 See docs/attention_core.md.
 """
 
 from typing import NamedTuple
 
+import keras
 from keras import ops
 
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 from keras_structattn.ops.masked_softmax import masked_softmax
+
+# |bias| bound on the reduced-precision fused path, per compute dtype. JAX's
+# cuDNN attention adds a boolean mask to the bias as -2**15 (float16) or
+# -2**41 (bfloat16) in that dtype; a quarter of it keeps bias + mask finite
+# (float16's largest value is 65504) and every masked logit at least half
+# the constant below every allowed one, so masked keys still get zero
+# weight. The float16 bound also keeps the cast of the bias finite on the
+# XLA path. Biases of the library's layers are O(10): the clip only stops
+# values no model means from becoming inf, NaN or an unmasked key.
+FUSED_BIAS_LIMIT = {"float16": 2.0**13, "bfloat16": 2.0**39}
 
 
 class LogitStructure(NamedTuple):
@@ -62,6 +84,26 @@ def keep_top_k(logits, allowed, k):
     candidates = logits if allowed is None else ops.where(allowed, logits, MASKED_LOGIT)
     kth = ops.top_k(candidates, k)[0][..., k - 1 : k]
     return and_masks(allowed, ops.greater_equal(logits, kth))
+
+
+def fused_dtype(compute_dtype):
+    """Whether the fused kernel may run in `compute_dtype` here.
+
+    float32 on every backend; on JAX also bfloat16, and float16 on a GPU:
+    JAX's kernel keeps the logits and the softmax in float32 (module
+    docstring), and asks for float16 x float16 -> float32 products, which
+    XLA compiles on GPUs only (on a CPU, `jax.jit` raises "The precision
+    'F16_F16_F32' is not supported by dot_general on CPU").
+    """
+    if compute_dtype == "float32":
+        return True
+    if compute_dtype not in FUSED_BIAS_LIMIT or keras.backend.backend() != "jax":
+        return False
+    if compute_dtype == "float16":
+        import jax
+
+        return jax.default_backend() == "gpu"
+    return True
 
 
 def scaled_dot_product_attention(
@@ -101,13 +143,17 @@ def scaled_dot_product_attention(
         and not dropout
         and not shared
         and structure.top_k is None
-        and compute_dtype == "float32"
+        and fused_dtype(compute_dtype)
         # JAX's kernel wants values as wide as keys.
         and key.shape[-1] == value.shape[-1]
     )
     if fused:
+        bias = structure.bias
+        if bias is not None and compute_dtype in FUSED_BIAS_LIMIT:
+            limit = FUSED_BIAS_LIMIT[compute_dtype]
+            bias = ops.clip(bias, -limit, limit)
         output = ops.dot_product_attention(
-            query, key, value, bias=structure.bias, mask=allowed, scale=scale
+            query, key, value, bias=bias, mask=allowed, scale=scale
         )
         if allowed is not None:
             # [B, 1 or N, T, S] -> [B, T, 1 or N, 1]
