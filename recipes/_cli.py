@@ -188,6 +188,58 @@ def add_epoch_training_flags(parser, epochs_help="default: the hparams' epochs")
                        help="1 = progress bars (on stderr)")
 
 
+def add_distribution_flags(parser):
+    """`--distribute none|data_parallel`, `--devices N` and the JAX
+    multi-process flags (docs/distributed.md). They may change when a run
+    resumes: a checkpoint does not depend on how many devices wrote it."""
+    group = parser.add_argument_group(
+        "distribution (may change when a run resumes; docs/distributed.md)")
+    group.add_argument(
+        "--distribute", choices=("none", "data_parallel"), default="none",
+        help="data_parallel: every batch split over the devices (JAX: "
+             "keras.distribution.DataParallel; TensorFlow: MirroredStrategy)")
+    group.add_argument(
+        "--devices", type=positive_int, default=None,
+        help="with data_parallel, use this many devices (default: all); on a "
+             "CPU-only machine the CPU is split into that many devices")
+    group.add_argument(
+        "--coordinator_address", default=None, metavar="HOST:PORT",
+        help="JAX multi-process: process 0's address (or "
+             "KERAS_DISTRIBUTION_JOB_ADDRESSES)")
+    group.add_argument(
+        "--num_processes", type=positive_int, default=None,
+        help="JAX multi-process: the process count (or KERAS_DISTRIBUTION_NUM_PROCESSES)")
+    group.add_argument(
+        "--process_id", type=non_negative_int, default=None,
+        help="JAX multi-process: this process, 0.. (or KERAS_DISTRIBUTION_PROCESS_ID)")
+
+
+def _check_distribution(args):
+    """The distribution flags that go together; sets JAX's CPU device count
+    before any recipe imports JAX."""
+    if not hasattr(args, "distribute"):
+        return
+    several = (args.num_processes or 1) > 1
+    if args.distribute == "none":
+        for flag in ("devices", "coordinator_address", "num_processes", "process_id"):
+            if getattr(args, flag) is not None:
+                raise UsageError(f"--{flag} needs --distribute data_parallel")
+        return
+    if several and args.devices:
+        raise UsageError("--devices applies to one process; with --num_processes, "
+                         "every device of every process is used")
+    if several and args.process_id is not None and args.process_id >= args.num_processes:
+        raise UsageError(f"--process_id {args.process_id} must be below "
+                         f"--num_processes {args.num_processes}")
+    if args.devices:
+        # JAX's CPU shows this many devices (GPUs are unaffected); it reads
+        # the flag when it starts, which is after this point.
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags:
+            os.environ["XLA_FLAGS"] = (
+                f"{flags} --xla_force_host_platform_device_count={args.devices}".strip())
+
+
 # ---------------------------------------------------------------- running
 
 
@@ -219,6 +271,7 @@ def execute(parser, argv, run, check=None):
     args = parser.parse_args(argv)
     if check is not None:
         check(args)
+    _check_distribution(args)
     previous = _results
     _results = sys.stdout
     try:
