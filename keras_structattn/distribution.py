@@ -204,7 +204,11 @@ def replicas(
                 f"{devices} before JAX starts"
             )
         found = found[:devices]
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=found))
+    # The recipes feed each process its own rows (`Replicas.local_rows`),
+    # from generators as well as tf.data: Keras must not shard them again.
+    keras.distribution.set_distribution(
+        keras.distribution.DataParallel(devices=found, auto_shard_dataset=False)
+    )
     return Replicas(
         num_replicas=len(found),
         num_processes=processes,
