@@ -1,6 +1,7 @@
 """What the vision-and-language recipes on region features share (VQA,
-grounding): region batches, the epoch-based resumable `fit`, the run's
-hparams set.
+grounding, TextVQA): region batches, the epoch-based resumable `fit`, the
+run's hparams set, and their data-parallel training (`--distribute`,
+docs/distributed.md).
 """
 
 import math
@@ -13,11 +14,16 @@ from keras_structattn import hparams as hparams_lib
 from keras_structattn.callbacks import restore_latest
 from keras_structattn.data import image_features
 from recipes import _cli
+from recipes import _replicas
 from recipes._run import RunFolder
 from recipes._run import fit_callbacks
+from recipes._run import history_from_csv
+from recipes._run import write_json
 
 CHECKPOINTS = "checkpoints"
 HPARAMS_FILE = "hparams.json"
+VALIDATION_LIMIT = 2000  # validation items per epoch (the first ones, in order)
+JIT = {"auto": "auto", "on": True, "off": False}
 
 
 def usage(function, *args):
@@ -26,6 +32,38 @@ def usage(function, *args):
         return function(*args)
     except ValueError as error:
         raise _cli.UsageError(str(error)) from None
+
+
+def replicas_of(args):
+    """The `Replicas` the training command runs on (`--distribute`,
+    `--devices`, the multi-process flags): the first thing `train` does,
+    before any TensorFlow op (a CPU is split into logical devices only
+    before that). `--jit on` with TensorFlow's MirroredStrategy is refused
+    here, before any data is read.
+
+    Raises:
+        UsageError: the setting cannot run here.
+    """
+    replicas = _replicas.from_flags(args)
+    _replicas.jit_for(replicas, JIT[args.jit])
+    return replicas
+
+
+def global_batch_size(args, hparams, replicas):
+    """The global batch: --batch_size, else the hparams' (with --hparams
+    applied), checked to split evenly over the replicas before the run's
+    data is read or its files written. Each replica gets an equal share,
+    so the optimizer steps and the schedule are those of one device.
+
+    Raises:
+        UsageError: the batch does not split evenly.
+    """
+    if args.batch_size:
+        _replicas.check_batch(replicas, args.batch_size)
+        return args.batch_size
+    batch_size = usage(hparams.parse, args.hparams).batch_size
+    _replicas.check_batch(replicas, batch_size, "hparams batch_size (--batch_size to change it)")
+    return batch_size
 
 
 def resolve_run(args, given, defaults, model_type, default_set):
@@ -61,6 +99,43 @@ def resolve_run(args, given, defaults, model_type, default_set):
             f"this recipe takes a {model_type} set")
     usage(hparams.parse, args.hparams)
     return run, settings, hparams
+
+
+def evaluates_after_training(args, replicas):
+    """Whether `train` goes on to evaluate the model it holds: not with
+    --no_eval, nor after multi-process training (prediction there would
+    need every process's part of every batch; `evaluate` on the run folder,
+    one process, scores the checkpoint instead)."""
+    if args.no_eval:
+        return False
+    if replicas.num_processes > 1:
+        if replicas.is_chief:
+            print(f"[eval] not after training on {replicas.num_processes} processes: run "
+                  f"`evaluate --output_dir {args.output_dir}` (one process)")
+        return False
+    return True
+
+
+def model_to_evaluate(trained, replicas):
+    """What `evaluate` after training scores: `trained` (the model in
+    memory and its vocabularies), or None (the newest checkpoint, loaded on
+    one device) after TensorFlow's MirroredStrategy, whose models'
+    `predict_on_batch` runs the whole batch on every replica and
+    concatenates the outputs (Keras 3.15)."""
+    if replicas.strategy is None:
+        print("[model] the trained model in memory")
+        return trained
+    print("[model] the newest checkpoint, on one device (a MirroredStrategy model would "
+          "predict every batch on every replica)")
+    return None
+
+
+def write_train_summary(run, replicas):
+    """DIR/train_summary.json: every metric's history (the chief's file)."""
+    if replicas.is_chief:
+        write_json(run.file("train_summary.json"),
+                   {k: v for k, v in history_from_csv(run.file("history.csv")).items()
+                    if k != "epoch"})
 
 
 def decay_epochs(hparams):
@@ -110,11 +185,13 @@ def max_regions_of(store, wanted):
     return max(1, min(wanted, most))
 
 
-def epoch_batches(count, batch_size, seed, make_batch, start=0, with_epoch=False):
+def epoch_batches(count, batch_size, seed, make_batch, start=0, with_epoch=False,
+                  replicas=None):
     """Training batches, forever: step `s` is batch `s % per_epoch` of epoch
     `s // per_epoch`, each epoch a permutation of the `count` items drawn
     from `(seed, epoch)` with the last incomplete batch dropped (as MCAN),
-    so a run resumed at step `start` reads what an uninterrupted one would.
+    so a run resumed at step `start` reads what an uninterrupted one would
+    (on any number of devices: the global batches do not depend on them).
 
     Args:
         count: number of training items.
@@ -124,6 +201,7 @@ def epoch_batches(count, batch_size, seed, make_batch, start=0, with_epoch=False
             epoch)` with `with_epoch`: for targets sampled anew each epoch).
         start: the first step.
         with_epoch: pass the 0-based epoch to `make_batch`.
+        replicas: the run's `Replicas` (None: one device); see `feed`.
     """
     per_epoch = steps_per_epoch(count, batch_size)
     step = start
@@ -134,7 +212,7 @@ def epoch_batches(count, batch_size, seed, make_batch, start=0, with_epoch=False
             order = np.random.default_rng([seed, epoch]).permutation(count)
             order_epoch = epoch
         rows = order[offset * batch_size:(offset + 1) * batch_size]
-        yield make_batch(rows, epoch) if with_epoch else make_batch(rows)
+        yield feed(replicas, make_batch, rows, *((epoch,) if with_epoch else ()))
         step += 1
 
 
@@ -144,23 +222,84 @@ def steps_per_epoch(count, batch_size):
 
 
 class OrderedBatches(keras.utils.PyDataset):
-    """Items `0..count-1` in order, in batches (the last one short)."""
+    """Items `0..count-1` in order, in batches (the last one short).
 
-    def __init__(self, count, batch_size, make_batch):
+    Args:
+        count: number of items.
+        batch_size: items per (global) batch.
+        make_batch: `make_batch(indices)` -> a batch.
+        replicas: the run's `Replicas` (None: one device); see `feed`.
+    """
+
+    def __init__(self, count, batch_size, make_batch, replicas=None):
         super().__init__()
         self.count, self.batch_size, self.make_batch = count, batch_size, make_batch
+        self.replicas = replicas
 
     def __len__(self):
         return math.ceil(self.count / self.batch_size)
 
     def __getitem__(self, index):
         begin = index * self.batch_size
-        return self.make_batch(np.arange(begin, min(self.count, begin + self.batch_size)))
+        rows = np.arange(begin, min(self.count, begin + self.batch_size))
+        return feed(self.replicas, self.make_batch, rows)
 
 
-def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None):
+def feed(replicas, make_batch, rows, *extra):
+    """`make_batch(rows, *extra)` as data-parallel `fit` takes it.
+
+    With several processes each makes only its block of the global batch
+    `rows` (`Replicas.local_rows`). Under TensorFlow's MirroredStrategy
+    bool arrays (the padding masks) are fed as float32 0/1: Keras (3.15)
+    averages the first batch over the replicas to build the model
+    symbolically, which TensorFlow's AddN refuses for bool; the models cast
+    their masks to bool.
+    """
+    if replicas is None:
+        return make_batch(rows, *extra)
+    batch = make_batch(replicas.local_rows(rows), *extra)
+    if replicas.strategy is not None:
+        batch = keras.tree.map_structure(
+            lambda a: a.astype("float32")
+            if isinstance(a, np.ndarray) and a.dtype == np.bool_ else a, batch)
+    return batch
+
+
+def validation_batches(count, batch_size, make_batch, replicas):
+    """The validation data of `fit`: the first `VALIDATION_LIMIT` of the
+    `count` items, in order. Data-parallel `fit` splits every batch over
+    the replicas, the last short one too (JAX refuses a batch that does not
+    divide), so the items are rounded down to a multiple of the replicas;
+    how many are left out is printed.
+
+    Args:
+        count: number of validation items.
+        batch_size: the global batch (a multiple of the replicas).
+        make_batch: `make_batch(indices)` -> a batch.
+        replicas: the run's `Replicas`.
+
+    Returns:
+        An `OrderedBatches`, or None when no item is left.
+    """
+    wanted = min(count, VALIDATION_LIMIT)
+    used = wanted - wanted % replicas.num_replicas
+    if used < wanted:
+        print(f"[train] validation: {wanted - used} of {wanted} items left out, so that "
+              f"every batch splits over the {replicas.num_replicas} replicas")
+    if not used:
+        return None
+    return OrderedBatches(used, batch_size, make_batch, replicas)
+
+
+def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None,
+                  replicas=None):
     """`model.fit` to `epochs` epochs of `per_epoch` steps, resumed from the
     newest checkpoint in DIR/checkpoints; CSV history, TensorBoard logs.
+
+    Call it inside `replicas.scope()` (the checkpoint's optimizer state is
+    built there). With several processes every one restores the checkpoint
+    (DIR must be shared) and only the chief writes checkpoints, history and
+    logs.
 
     Args:
         model: the compiled model.
@@ -169,6 +308,7 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
         per_epoch: steps per epoch.
         epochs: the epochs to reach.
         validation: optional validation data for `fit`.
+        replicas: the run's `Replicas` (None: one device).
     """
     epochs_done = restore_latest(model, os.path.join(args.output_dir, CHECKPOINTS))
     if epochs_done >= epochs:
@@ -177,25 +317,63 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
     done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     if epochs_done:
         print(f"[train] resuming at epoch {epochs_done + 1} (step {done})")
+    writers = []
+    if replicas is None or replicas.is_chief:
+        writers = fit_callbacks(args.output_dir, "history.csv", CHECKPOINTS, "logs",
+                                keep=args.keep_checkpoints)
+    train_data = train_batches(done)
+    if replicas is not None and replicas.strategy is not None:
+        train_data = split_dataset(lambda: train_batches(done))
+        if validation is not None:
+            ordered = validation
+            validation = split_dataset(lambda: (ordered[i] for i in range(len(ordered))))
     model.fit(
-        train_batches(done),
+        train_data,
         steps_per_epoch=per_epoch,
         epochs=epochs,
         initial_epoch=epochs_done,
         validation_data=validation,
         shuffle=False,  # epoch_batches shuffles (seeded, resumable) itself
-        callbacks=[*fit_callbacks(args.output_dir, "history.csv", CHECKPOINTS, "logs",
-                                  keep=args.keep_checkpoints),
-                   keras.callbacks.TerminateOnNaN()],
+        callbacks=[*writers, keras.callbacks.TerminateOnNaN()],
         verbose=args.verbose,
     )
 
 
-def compile_model(model, hparams, per_epoch, args, **compile_args):
+def split_dataset(make_batches):
+    """The batches of `make_batches()` as a `tf.data.Dataset` that
+    TensorFlow's MirroredStrategy splits over its replicas.
+
+    The strategy splits a dataset's batches only when the dataset ends in
+    `batch`; the batches of a Python generator (what `fit` makes of one)
+    would each go whole to one replica, in the order the replicas happen to
+    pull them: a global batch of replicas x batch, in no fixed order. So
+    the batches are unbatched and batched again: every global batch is
+    the generator's, split evenly over the replicas.
+
+    Args:
+        make_batches: `make_batches()` -> an iterator of batches (a nest of
+            NumPy arrays, the rows first), called anew whenever `fit` makes
+            an iterator (once for the first batch's shapes here).
+
+    Returns:
+        A `tf.data.Dataset`.
+    """
+    import tensorflow as tf
+
+    first = next(iter(make_batches()))
+    signature = keras.tree.map_structure(
+        lambda a: tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype)), first)
+    size = len(keras.tree.flatten(first)[0])
+    dataset = tf.data.Dataset.from_generator(make_batches, output_signature=signature)
+    return dataset.unbatch().batch(size)
+
+
+def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args):
     """`model.compile` with MCAN's optimiser: Adam at `hparams.learning_rate`
     under `StepWarmupDecay` (warm-up epochs, then x decay_rate at the
     decay epochs: the MCAN code's schedule, docs/vqa.md), with the
-    --jit setting; `compile_args` are the loss, metrics, ..."""
+    --jit setting under `replicas` (`jit_flag`); `compile_args` are the
+    loss, metrics, ... Call it inside `replicas.scope()`."""
     from keras_structattn.schedules import StepWarmupDecay
 
     model.compile(
@@ -205,15 +383,19 @@ def compile_model(model, hparams, per_epoch, args, **compile_args):
                             decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate),
             beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
             epsilon=hparams.optimizer_adam_epsilon),
-        jit_compile=jit_flag(args),
+        jit_compile=jit_flag(args, replicas),
         **compile_args,
     )
 
 
-def jit_flag(args):
-    """--jit as `jit_compile`; without XLA on TensorFlow, op determinism
-    on, so that a resumed run equals a straight one."""
-    jit = {"auto": "auto", "on": True, "off": False}[args.jit]
+def jit_flag(args, replicas=None):
+    """--jit as `jit_compile` under `replicas` (TensorFlow's MirroredStrategy
+    runs no XLA-compiled step: `auto` is off there); without XLA on
+    TensorFlow, op determinism on, so that a resumed run equals a straight
+    one."""
+    jit = JIT[args.jit]
+    if replicas is not None:
+        jit = _replicas.jit_for(replicas, jit)
     if jit is False and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 

@@ -28,6 +28,14 @@ Real RefCOCO / RefCOCO+ / RefCOCOg: --refs (the refer toolkit's
 `image_h`), or one .npz/.h5; --train_split/--val_split/--split name the
 refs' splits (RefCOCO: train, val, testA, testB).
 
+Several devices (docs/distributed.md): `train --distribute data_parallel
+[--devices N]` splits every batch over the devices (JAX: also across hosts
+with --coordinator_address/--num_processes/--process_id; TensorFlow: one
+machine, steps without XLA). The batch is the global one and must split
+evenly; the validation expressions are rounded down to a multiple of the
+devices, those left out counted on stderr. A run may resume on another
+number of devices.
+
 Everything lives in --output_dir (settings, hparams, vocabulary,
 checkpoints that resume after a kill, history.csv, TensorBoard logs).
 Results go to stdout, everything else to stderr; errors are one line
@@ -88,6 +96,7 @@ def build_parser():
     _world.add_world_flags(data)
 
     _cli.add_epoch_training_flags(parser)
+    _cli.add_distribution_flags(parser)
 
     out = parser.add_argument_group("evaluation, prediction and pictures")
     out.add_argument("--split", default="test",
@@ -112,6 +121,8 @@ def data_flags_given(args):
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
+    if args.command != "train" and args.distribute != "none":
+        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     if bool(args.refs) != bool(args.instances):
         raise _cli.UsageError("give --refs and --instances together")
     if args.refs and not args.features:

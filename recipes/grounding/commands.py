@@ -22,7 +22,6 @@ from models.muan import MUANGrounding  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
 from recipes import _world  # noqa: E402
-from recipes._run import history_from_csv  # noqa: E402
 from recipes._run import write_atomically  # noqa: E402
 from recipes._run import write_json  # noqa: E402
 from recipes.grounding import PAPER_SET  # noqa: E402
@@ -140,9 +139,13 @@ def build_model(hparams, vocab, word_vectors=None, seed=None):
     return model
 
 
-def prepare_run(args, run, settings, hparams, train_split):
+def prepare_run(args, run, settings, hparams, train_split, resuming, write=True):
+    """The vocabulary, hparams and built model of a training run; a new
+    run's files are committed once its model has been built, by the chief
+    process only (`write`). `resuming`: whether the folder held the run
+    when `resolve_run` read it (see `recipes.vqa.commands.prepare_run`)."""
     word_vectors = None
-    if run.holds_run:
+    if resuming:
         vocab = WordVocab.load(run.file(VOCAB))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
     else:
@@ -158,7 +161,7 @@ def prepare_run(args, run, settings, hparams, train_split):
     print(f"[hparams] {settings['hparams_set']}: {hparams}")
     keras.utils.set_random_seed(settings["seed"])
     model = build_model(hparams, vocab, word_vectors, settings["seed"])
-    if not run.holds_run:
+    if not resuming and write:
         run.commit(settings, {_vl.HPARAMS_FILE: hparams.to_json() + "\n", VOCAB: vocab.save})
         print(f"[run] new run in {args.output_dir}: {vocab.vocab_size} word ids")
     return vocab, hparams, model
@@ -178,43 +181,49 @@ def load_trained(args):
 
 
 def train(args):
-    """Trains to --epochs (resuming from the newest checkpoint), then evaluates."""
+    """Trains to --epochs (resuming from the newest checkpoint) on the
+    --distribute replicas, then evaluates."""
+    replicas = _vl.replicas_of(args)  # first: before any TensorFlow op
     run, settings, hparams = resolve_run(args)
+    resuming = run.holds_run
+    batch_size = _vl.global_batch_size(args, hparams, replicas)
     names = (args.train_split, args.val_split) + (() if args.no_eval else (args.split,))
     splits = load_splits(args, tuple(dict.fromkeys(names)))
     if args.train_split not in splits:
         raise _cli.UsageError(f"the refs have no '{args.train_split}' expressions "
                               "(--train_split)")
-    vocab, hparams, model = prepare_run(args, run, settings, hparams,
-                                        splits[args.train_split])
-    batch_size = args.batch_size or hparams.batch_size
-    epochs = args.epochs or hparams.epochs
-    train_set = splits[args.train_split].encode(vocab, hparams, settings)
-    per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
-    _vl.compile_model(
-        model, hparams, per_epoch, args,
-        loss={"scores": grounding.RankLoss(), "box_deltas": grounding.BoxRegressionLoss()},
-        loss_weights={"scores": hparams.rank_weight, "box_deltas": hparams.regression_weight})
-    print(f"[model] MUAN grounding: {model.count_params():,} parameters")
-    validation = None
-    if args.val_split in splits:
-        val_set = splits[args.val_split].encode(vocab, hparams, settings)
-        validation = _vl.OrderedBatches(min(len(val_set), 2000), batch_size, val_set.batch)
-    print(f"[train] {len(train_set)} expressions, {per_epoch} batches of {batch_size} per "
-          f"epoch, {epochs} epochs")
-    start = time.time()
-    _vl.fit_resumable(
-        model, args,
-        lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
-                                       train_set.batch, start=step),
-        per_epoch, epochs, validation)
+    with replicas.scope():  # the model, its optimizer, metrics and checkpoint
+        vocab, hparams, model = prepare_run(args, run, settings, hparams,
+                                            splits[args.train_split], resuming,
+                                            write=replicas.is_chief)
+        epochs = args.epochs or hparams.epochs
+        train_set = splits[args.train_split].encode(vocab, hparams, settings)
+        per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
+        _vl.compile_model(
+            model, hparams, per_epoch, args, replicas,
+            loss={"scores": grounding.RankLoss(), "box_deltas": grounding.BoxRegressionLoss()},
+            loss_weights={"scores": hparams.rank_weight,
+                          "box_deltas": hparams.regression_weight})
+        print(f"[model] MUAN grounding: {model.count_params():,} parameters")
+        validation = None
+        if args.val_split in splits:
+            val_set = splits[args.val_split].encode(vocab, hparams, settings)
+            validation = _vl.validation_batches(len(val_set), batch_size, val_set.batch,
+                                                replicas)
+        print(f"[train] {len(train_set)} expressions, {per_epoch} batches of {batch_size} per "
+              f"epoch, {epochs} epochs")
+        start = time.time()
+        _vl.fit_resumable(
+            model, args,
+            lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
+                                           train_set.batch, start=step,
+                                           replicas=replicas),
+            per_epoch, epochs, validation, replicas)
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
-    write_json(run.file("train_summary.json"),
-               {k: v for k, v in history_from_csv(run.file("history.csv")).items()
-                if k != "epoch"})
-    if not args.no_eval:
-        print("[model] the trained model in memory")
-        return evaluate(args, trained=(model, vocab, settings, hparams), splits=splits)
+    _vl.write_train_summary(run, replicas)
+    if _vl.evaluates_after_training(args, replicas):
+        trained = _vl.model_to_evaluate((model, vocab, settings, hparams), replicas)
+        return evaluate(args, trained=trained, splits=splits)
     return model
 
 

@@ -34,6 +34,14 @@ for the OCR tokens' word vectors (PHOC, 604 dims, is always computed);
 --answer_vocab: M4C's answer word list (one word per line, `<pad>`, `<s>`,
 `</s>` first), else built from the training answers.
 
+Several devices (docs/distributed.md): `train --distribute data_parallel
+[--devices N]` splits every batch over the devices (JAX: also across hosts
+with --coordinator_address/--num_processes/--process_id; TensorFlow: one
+machine, steps without XLA). The batch is the global one and must split
+evenly; the validation questions are rounded down to a multiple of the
+devices, those left out counted on stderr. A run may resume on another
+number of devices.
+
 Everything lives in --output_dir: the settings (run.json), hparams, the
 vocabularies, per-epoch checkpoints (written atomically: a killed `train`
 resumes from its last checkpoint when run again), history.csv and
@@ -105,6 +113,7 @@ def build_parser():
     _world.add_world_flags(data, train=1500, val=150, test=400)
 
     _cli.add_epoch_training_flags(parser, "default: the hparams' epochs (89 for the papers')")
+    _cli.add_distribution_flags(parser)
 
     out = parser.add_argument_group("evaluation, prediction and scoring")
     out.add_argument("--split", choices=SPLITS, default="test",
@@ -139,6 +148,8 @@ def data_flags_given(args):
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
+    if args.command != "train" and args.distribute != "none":
+        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     if args.command == "score":
         if not (args.annotations and args.results):
             raise _cli.UsageError("score needs --annotations and --results")

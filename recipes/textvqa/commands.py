@@ -25,7 +25,6 @@ from models import m4c as m4c_models  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
 from recipes import _world  # noqa: E402
-from recipes._run import history_from_csv  # noqa: E402
 from recipes._run import write_atomically  # noqa: E402
 from recipes._run import write_json  # noqa: E402
 from recipes.textvqa import PAPER_SETS  # noqa: E402
@@ -156,11 +155,13 @@ def textvqa_phoc_dim():
     return PHOC_DIM
 
 
-def prepare_run(args, run, settings, hparams, splits):
+def prepare_run(args, run, settings, hparams, splits, resuming, write=True):
     """The vocabularies, hparams and built model of a training run; a new
-    run's files are committed once its model has been built."""
+    run's files are committed once its model has been built, by the chief
+    process only (`write`). `resuming`: whether the folder held the run
+    when `resolve_run` read it (see `recipes.vqa.commands.prepare_run`)."""
     train_split = splits["train"]
-    if run.holds_run:
+    if resuming:
         question_vocab = WordVocab.load(run.file(QUESTION_VOCAB))
         answer_vocab = textvqa_data.AnswerWordVocab.from_file(run.file(ANSWER_VOCAB))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
@@ -188,7 +189,7 @@ def prepare_run(args, run, settings, hparams, splits):
     print(f"[hparams] {settings['hparams_set']}: {hparams}")
     keras.utils.set_random_seed(settings["seed"])
     model = build_model(hparams, question_vocab, answer_vocab, settings["seed"])
-    if not run.holds_run:
+    if not resuming and write:
         run.commit(settings, {_vl.HPARAMS_FILE: hparams.to_json() + "\n",
                               QUESTION_VOCAB: question_vocab.save,
                               ANSWER_VOCAB: answer_vocab.save})
@@ -370,9 +371,10 @@ class Encoded:
 # ------------------------------------------------------------------ train
 
 
-def compile_model(model, hparams, args):
+def compile_model(model, hparams, args, replicas=None):
     """Adam under M4C's warm-up and step decay, gradients clipped to the
-    global norm `clip_norm` (mmf's `max_grad_l2_norm`)."""
+    global norm `clip_norm` (mmf's `max_grad_l2_norm`), --jit under
+    `replicas` (`_vl.jit_flag`)."""
     from keras_structattn.schedules import LinearWarmupMultiStepDecay
 
     model.compile(
@@ -382,50 +384,53 @@ def compile_model(model, hparams, args):
                                        hparams.decay_rate),
             beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
             epsilon=hparams.optimizer_adam_epsilon, global_clipnorm=hparams.clip_norm),
-        jit_compile=_vl.jit_flag(args))
+        jit_compile=_vl.jit_flag(args, replicas))
 
 
 def train(args):
-    """Trains to --epochs (resuming from the newest checkpoint), then
-    evaluates on --split."""
+    """Trains to --epochs (resuming from the newest checkpoint) on the
+    --distribute replicas, then evaluates on --split."""
+    replicas = _vl.replicas_of(args)  # first: before any TensorFlow op
     run, settings, hparams = resolve_run(args)
+    resuming = run.holds_run
+    batch_size = _vl.global_batch_size(args, hparams, replicas)
     needed = tuple(dict.fromkeys(("train", "val") if args.no_eval
                                  else ("train", "val", args.split)))
     splits = load_splits(args, needed)
     if "train" not in splits:
         raise _cli.UsageError("give the training questions: --imdb_train")
-    question_vocab, answer_vocab, hparams, model = prepare_run(args, run, settings, hparams,
-                                                               splits)
-    batch_size = args.batch_size or hparams.batch_size
-    epochs = args.epochs or hparams.epochs
-    train_set = Encoded(splits["train"], question_vocab, answer_vocab, hparams, settings)
-    per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
-    compile_model(model, hparams, args)
-    print(f"[model] {settings['model']}"
-          f"{' (random graph)' if settings.get('graph') == 'random' else ''}: "
-          f"{model.count_params():,} parameters")
-    print(f"[data] {100 * train_set.coverage():.1f}% of the training questions have an "
-          "answer the vocabulary and OCR tokens can write (the others give no loss)")
-    validation = None
-    if "val" in splits:
-        val_set = Encoded(splits["val"], question_vocab, answer_vocab, hparams, settings)
-        validation = _vl.OrderedBatches(min(len(val_set), 2000), batch_size, val_set.batch)
-    print(f"[train] {len(train_set)} questions, {per_epoch} batches of {batch_size} per epoch, "
-          f"{epochs} epochs")
-    start = time.time()
-    _vl.fit_resumable(
-        model, args,
-        lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
-                                       train_set.batch, start=step, with_epoch=True),
-        per_epoch, epochs, validation)
+    with replicas.scope():  # the model, its optimizer, metrics and checkpoint
+        question_vocab, answer_vocab, hparams, model = prepare_run(
+            args, run, settings, hparams, splits, resuming, write=replicas.is_chief)
+        epochs = args.epochs or hparams.epochs
+        train_set = Encoded(splits["train"], question_vocab, answer_vocab, hparams, settings)
+        per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
+        compile_model(model, hparams, args, replicas)
+        print(f"[model] {settings['model']}"
+              f"{' (random graph)' if settings.get('graph') == 'random' else ''}: "
+              f"{model.count_params():,} parameters")
+        print(f"[data] {100 * train_set.coverage():.1f}% of the training questions have an "
+              "answer the vocabulary and OCR tokens can write (the others give no loss)")
+        validation = None
+        if "val" in splits:
+            val_set = Encoded(splits["val"], question_vocab, answer_vocab, hparams, settings)
+            validation = _vl.validation_batches(len(val_set), batch_size, val_set.batch,
+                                                replicas)
+        print(f"[train] {len(train_set)} questions, {per_epoch} batches of {batch_size} per "
+              f"epoch, {epochs} epochs")
+        start = time.time()
+        _vl.fit_resumable(
+            model, args,
+            lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
+                                           train_set.batch, start=step, with_epoch=True,
+                                           replicas=replicas),
+            per_epoch, epochs, validation, replicas)
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
-    write_json(run.file("train_summary.json"),
-               {k: v for k, v in history_from_csv(run.file("history.csv")).items()
-                if k != "epoch"})
-    if not args.no_eval:
-        print("[model] the trained model in memory")
-        return evaluate(args, trained=(model, question_vocab, answer_vocab, settings, hparams),
-                        splits=splits)
+    _vl.write_train_summary(run, replicas)
+    if _vl.evaluates_after_training(args, replicas):
+        trained = _vl.model_to_evaluate(
+            (model, question_vocab, answer_vocab, settings, hparams), replicas)
+        return evaluate(args, trained=trained, splits=splits)
     return model
 
 

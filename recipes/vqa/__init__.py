@@ -35,6 +35,14 @@ and validation annotations (MCAN: more than 8 times over train+val, 3129
 answers on VQA v2) form the answer vocabulary; soft scores as MCAN (0.3 per matching
 human answer, at most 1).
 
+Several devices (docs/distributed.md): `train --distribute data_parallel
+[--devices N]` splits every batch over the devices (JAX: also across hosts
+with --coordinator_address/--num_processes/--process_id; TensorFlow: one
+machine, steps without XLA). The batch is the global one and must split
+evenly; the validation questions are rounded down to a multiple of the
+devices, those left out counted on stderr. A run may resume on another
+number of devices.
+
 Everything lives in --output_dir: the settings (run.json), hparams, the
 question and answer vocabularies, per-epoch checkpoints (written
 atomically: a killed `train` resumes from its last checkpoint when run
@@ -121,6 +129,7 @@ def build_parser():
     _world.add_world_flags(data)
 
     _cli.add_epoch_training_flags(parser, "default: the hparams' epochs (13 for the paper's sets)")
+    _cli.add_distribution_flags(parser)
 
     out = parser.add_argument_group("evaluation, prediction and scoring")
     out.add_argument("--split", choices=SPLITS, default="test",
@@ -156,6 +165,8 @@ def data_flags_given(args):
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
+    if args.command != "train" and args.distribute != "none":
+        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     for split in SPLITS:
         if getattr(args, f"annotations_{split}") and not getattr(args, f"questions_{split}"):
             raise _cli.UsageError(f"--annotations_{split} needs --questions_{split}")

@@ -28,7 +28,6 @@ from models import vqa as vqa_models  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
 from recipes import _world  # noqa: E402
-from recipes._run import history_from_csv  # noqa: E402
 from recipes._run import write_atomically  # noqa: E402
 from recipes._run import write_json  # noqa: E402
 from recipes.vqa import ARCHITECTURES  # noqa: E402
@@ -191,16 +190,19 @@ def dummy_inputs(hparams, batch=1, feature_dim=None):
             "region_mask": np.ones((batch, n), bool)}
 
 
-def prepare_run(args, run, settings, hparams, splits):
+def prepare_run(args, run, settings, hparams, splits, resuming, write=True):
     """The vocabularies, hparams and built model of a training run; a new
-    run's files are committed once its model has been built.
+    run's files are committed once its model has been built (by the chief
+    process only: `write`). `resuming`: whether the folder held the run when
+    `resolve_run` read it (read once, so that a process that sees the
+    chief's new files appear still builds the run `resolve_run` resolved).
 
     The answers are counted over the training and validation annotations,
     as MCAN counts VQA v2's train + val (`--min_answer_count`); the words
     are the training questions'."""
     train_split = splits["train"]
     word_vectors = None
-    if run.holds_run:
+    if resuming:
         question_vocab = WordVocab.load(run.file(QUESTION_VOCAB))
         answers = vqa_data.AnswerVocab.load(run.file(ANSWER_VOCAB))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
@@ -218,7 +220,7 @@ def prepare_run(args, run, settings, hparams, splits):
     print(f"[hparams] {settings['hparams_set']}: {hparams}")
     keras.utils.set_random_seed(settings["seed"])
     model = build_model(hparams, question_vocab, answers, word_vectors, settings["seed"])
-    if not run.holds_run:
+    if not resuming and write:
         run.commit(settings, {_vl.HPARAMS_FILE: hparams.to_json() + "\n",
                               QUESTION_VOCAB: question_vocab.save, ANSWER_VOCAB: answers.save})
         print(f"[run] new run in {args.output_dir}: {question_vocab.vocab_size} word ids, "
@@ -281,44 +283,48 @@ def soft_accuracy(y_true, y_pred):
 
 
 def train(args):
-    """Trains to --epochs (resuming from the newest checkpoint), then
-    evaluates on --split."""
+    """Trains to --epochs (resuming from the newest checkpoint) on the
+    --distribute replicas, then evaluates on --split."""
+    replicas = _vl.replicas_of(args)  # first: before any TensorFlow op
     run, settings, hparams = resolve_run(args)
+    resuming = run.holds_run
+    batch_size = _vl.global_batch_size(args, hparams, replicas)
     needed = tuple(dict.fromkeys(("train", "val") if args.no_eval
                                  else ("train", "val", args.split)))
     splits = load_splits(args, needed)
     if "train" not in splits:
         raise _cli.UsageError("give training questions: --questions_train and "
                               "--annotations_train")
-    question_vocab, answers, hparams, model = prepare_run(args, run, settings, hparams, splits)
-    batch_size = args.batch_size or hparams.batch_size
-    epochs = args.epochs or hparams.epochs
-    train_set = Encoded(splits["train"], question_vocab, hparams, answers)
-    per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
-    _vl.compile_model(model, hparams, per_epoch, args,
-                      loss=SoftTargetBinaryCrossEntropy(), metrics=[soft_accuracy])
-    print(f"[model] {settings['model']}: {model.count_params():,} parameters")
-    fit_new_dictionaries(args, model, train_set, settings)
-    validation = None
-    if "val" in splits:
-        val_set = Encoded(splits["val"], question_vocab, hparams, answers)
-        validation = _vl.OrderedBatches(min(len(val_set), 2000), batch_size, val_set.batch)
-    print(f"[train] {len(train_set)} questions, {per_epoch} batches of {batch_size} per epoch, "
-          f"{epochs} epochs")
-    start = time.time()
-    _vl.fit_resumable(
-        model, args,
-        lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
-                                       train_set.batch, start=step),
-        per_epoch, epochs, validation)
+    with replicas.scope():  # the model, its optimizer, metrics and checkpoint
+        question_vocab, answers, hparams, model = prepare_run(
+            args, run, settings, hparams, splits, resuming, write=replicas.is_chief)
+        epochs = args.epochs or hparams.epochs
+        train_set = Encoded(splits["train"], question_vocab, hparams, answers)
+        per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
+        _vl.compile_model(model, hparams, per_epoch, args, replicas,
+                          loss=SoftTargetBinaryCrossEntropy(), metrics=[soft_accuracy])
+        print(f"[model] {settings['model']}: {model.count_params():,} parameters")
+        fit_new_dictionaries(args, model, train_set, settings)
+        validation = None
+        if "val" in splits:
+            val_set = Encoded(splits["val"], question_vocab, hparams, answers)
+            validation = _vl.validation_batches(len(val_set), batch_size, val_set.batch,
+                                                replicas)
+        print(f"[train] {len(train_set)} questions, {per_epoch} batches of {batch_size} per "
+              f"epoch, {epochs} epochs")
+        start = time.time()
+        _vl.fit_resumable(
+            model, args,
+            lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
+                                           train_set.batch, start=step,
+                                           replicas=replicas),
+            per_epoch, epochs, validation, replicas)
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
-    write_json(run.file("train_summary.json"),
-               {k: v for k, v in history_from_csv(run.file("history.csv")).items()
-                if k != "epoch"})
-    if not args.no_eval:
-        print("[model] the trained model in memory")
-        return evaluate(args, trained=(model, question_vocab, answers, settings, hparams),
-                        splits=splits)
+    _vl.write_train_summary(run, replicas)
+    if _vl.evaluates_after_training(args, replicas):
+        trained = _vl.model_to_evaluate(
+            (model, question_vocab, answers, settings, hparams), replicas)
+        return evaluate(args, trained=trained, splits=splits)
     return model
 
 
