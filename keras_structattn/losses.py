@@ -8,6 +8,29 @@ from keras import ops
 from keras_structattn.tokens import PAD_ID
 
 
+def _sum_over_replicas(value):
+    """`value` summed over the replicas of a TensorFlow `tf.distribute`
+    strategy when called in one of its replica contexts, else `value`.
+
+    Keras' TensorFlow trainer sums the replicas' gradients and expects each
+    replica's loss to be its share of the global loss (it divides its own
+    mean reductions by the replica count). A token mean must then divide
+    each replica's sum by the real tokens of all replicas: the summed
+    gradient is that of the global token mean, however unevenly the tokens
+    fall (and `train_on_batch`, which hands every replica the whole batch,
+    gets the mean over `num_replicas` copies of it, which is the same). JAX
+    (`keras.distribution`) computes on global arrays and needs nothing.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return value
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
 @keras.saving.register_keras_serializable(package="keras_structattn")
 class PaddedCrossEntropy(keras.losses.Loss):
     """Label-smoothed cross-entropy averaged over the non-padding tokens.
@@ -17,7 +40,10 @@ class PaddedCrossEntropy(keras.losses.Loss):
     spreads `label_smoothing` evenly over the other `V - 1` tokens; the
     entropy of that distribution is subtracted, so a perfect model scores 0.
     Targets equal to `pad_id` are ignored, and the batch's loss is the sum
-    over real tokens divided by their number (not by the padded size).
+    over real tokens divided by their number (not by the padded size): rows
+    of padding only change nothing. Under a TensorFlow `tf.distribute`
+    strategy the number is that of all replicas, so that the replicas'
+    losses add up to the global batch's (docs/distributed.md).
 
     Args:
         label_smoothing: in [0, 1).
@@ -69,8 +95,9 @@ class PaddedCrossEntropy(keras.losses.Loss):
             + (vocab - 1) * low * math.log(low + 1e-20)
         ) if self.label_smoothing > 0 else 0.0
         weights = ops.cast(ops.not_equal(targets, self.pad_id), "float32")
-        total = ops.maximum(ops.sum(weights), 1.0)
-        # With reduction "sum", this is the mean over real tokens.
+        total = ops.maximum(_sum_over_replicas(ops.sum(weights)), 1.0)
+        # With reduction "sum", this is the mean over real tokens (of all
+        # replicas under a `tf.distribute` strategy, see `_sum_over_replicas`).
         return (cross - normalising) * weights / total
 
     def get_config(self):

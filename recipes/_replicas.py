@@ -65,3 +65,63 @@ def jit_for(replicas, jit):
     if jit == "auto" and keras.backend.backend() == "tensorflow":
         return False
     return jit
+
+
+def restarting(make):
+    """A `tf.data.Dataset` of which every iterator reads a new `make()`
+    from its start.
+
+    Keras' JAX `fit`, and TensorFlow's under a `tf.distribute` strategy,
+    open an iterator to look at the first batch, then train on another
+    one. Of a Python generator, the first iterator's read-ahead is lost to
+    the second (TensorFlow); of a shuffled `tf.data` pipeline, the second
+    draws other shuffle seeds, which ones depending on how far the first
+    read ahead. A stream made anew for each iterator trains on the batches
+    a single device reads.
+
+    Args:
+        make: a function of no arguments returning a `tf.data.Dataset`, or
+            an iterator of batches: nests of NumPy arrays, every batch of
+            the shapes of the first (static shapes, as XLA and the
+            replicas' split want them).
+
+    Returns:
+        A `tf.data.Dataset`.
+    """
+    import tensorflow as tf
+
+    first = make()
+    if isinstance(first, tf.data.Dataset):
+        return tf.data.Dataset.from_generator(
+            lambda: make().as_numpy_iterator(), output_signature=first.element_spec)
+    batch = next(iter(first))
+    signature = tf.nest.map_structure(
+        lambda array: tf.TensorSpec(array.shape, tf.as_dtype(array.dtype)), batch)
+    return tf.data.Dataset.from_generator(make, output_signature=signature)
+
+
+def writers(replicas, make):
+    """The callbacks that write a run's files (`make()`: history, checkpoints,
+    logs), on process 0. Every other process of a multi-process run saves
+    the same checkpoints into a temporary folder of its own, deleted at
+    exit: JAX runs a save's transfers in every process alike (it checks
+    that the processes agree), so one process alone cannot save.
+
+    Args:
+        replicas: the `Replicas` of the run.
+        make: a function of no arguments returning the callbacks.
+
+    Returns:
+        A list of Keras callbacks.
+    """
+    if replicas.is_chief:
+        return make()
+    import atexit
+    import shutil
+    import tempfile
+
+    from keras_structattn.callbacks import EpochCheckpoints
+
+    scratch = tempfile.mkdtemp(prefix=f"process-{replicas.process_id}-checkpoints-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return [EpochCheckpoints(scratch, keep=1)]

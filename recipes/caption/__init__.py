@@ -39,6 +39,15 @@ region features ([N, C] + [N, 4] boxes, with --feature_kind regions), or
 one HDF5 file. `extract` writes grid features with a keras.applications
 backbone from a local weights file (nothing is downloaded).
 
+Several devices (docs/distributed.md): `train --distribute data_parallel
+[--devices N]` splits every batch, cross-entropy and self-critical, over
+the devices (JAX: also across hosts with --coordinator_address/
+--num_processes/--process_id; TensorFlow: one machine, steps without XLA).
+--batch_size and --scst_images are the global batches and must split
+evenly; the validation images are rounded down to a multiple of the
+devices, those left out counted on stderr. A run may resume on another
+number of devices.
+
 Everything lives in --output_dir: the settings (run.json), hparams, the
 vocabulary, checkpoints of both training phases (written atomically: a
 killed `train` resumes from its last checkpoint when run again), history
@@ -199,6 +208,7 @@ def build_parser():
     ext.add_argument("--backbone_weights", type=_cli.input_file,
                      help="the backbone's weights, a local file (nothing is downloaded)")
     ext.add_argument("--image_size", type=_cli.positive_int, default=299)
+    _cli.add_distribution_flags(parser)
     return parser
 
 
@@ -229,6 +239,8 @@ def check_args(args):
                               "--images (a folder, with --backbone_weights)")
     if args.command == "decode" and args.images and not args.backbone_weights:
         raise _cli.UsageError("decode --images needs --backbone_weights to extract features")
+    if args.command != "train" and args.distribute != "none":
+        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     if args.command in RUN_COMMANDS:
         from recipes._run import RunFolder
 

@@ -3,6 +3,17 @@
 Each command is `command(args)` with the parsed flags; `run(args)` picks
 it. Status goes to stderr (`print`, which `recipes._cli.execute` points
 there), results to stdout (`_cli.emit`).
+
+Data parallelism (`train --distribute data_parallel`, docs/distributed.md):
+the model is built, compiled, restored and trained in `Replicas.scope()`;
+each process of a multi-process run feeds its rows of every global batch
+(`fed`). The cross-entropy phase is `model.fit`; self-critical training
+is one `train_on_batch` a step, with the samples and rewards of the whole
+global batch computed alike in every process. Under JAX's DataParallel
+that batch is split over the devices; TensorFlow's MirroredStrategy runs
+the whole of a `train_on_batch` batch on every replica, which the loss
+(`PaddedCrossEntropy`, divided by the tokens of all replicas) turns into
+the one-device step at the cost of computing it on each replica.
 """
 
 import itertools
@@ -27,6 +38,7 @@ from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
 from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
 from keras_structattn.dictionaries import fit_dictionaries  # noqa: E402
 from keras_structattn.dictionaries import has_dictionaries  # noqa: E402
+from keras_structattn.distribution import Replicas  # noqa: E402
 from keras_structattn.losses import PaddedAccuracy  # noqa: E402
 from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
 from keras_structattn.metrics import CaptionScores  # noqa: E402
@@ -38,6 +50,7 @@ from models.captioner import TransformerCaptioner  # noqa: E402
 from models.catt_captioner import CATTCaptioner  # noqa: E402
 from models.updown import UpDownCaptioner  # noqa: E402
 from recipes import _cli  # noqa: E402
+from recipes import _replicas  # noqa: E402
 from recipes._run import RunFolder  # noqa: E402
 from recipes._run import fit_callbacks  # noqa: E402
 from recipes._run import history_from_csv  # noqa: E402
@@ -265,9 +278,11 @@ def feature_shape_of(store):
     return [int(store.feature_dim)]
 
 
-def prepare_run(args, run, settings, hparams, train_split):
+def prepare_run(args, run, settings, hparams, train_split, replicas=None):
     """The vocabulary, hparams and built model of a training run; a new
-    run's files are committed once its model has been built."""
+    run's files are committed once its model has been built (by process 0
+    of a multi-process run). With `replicas`, the batches must split over
+    them (checked before anything is built or written)."""
     if run.holds_run:
         vocab = WordVocab.load(run.file(VOCAB_FILE))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
@@ -280,13 +295,24 @@ def prepare_run(args, run, settings, hparams, train_split):
         tokens = [t for r in train_split.records for t in r.tokens]
         vocab = _usage(lambda: WordVocab.build(tokens, min_count=settings["min_word_count"]))
     print(f"[hparams] {settings['hparams_set']}: {hparams}")
+    if replicas is not None:
+        check_batches(args, replicas, hparams, train_split)
     keras.utils.set_random_seed(settings["seed"])
     model = build_model(hparams, vocab.vocab_size, settings["feature_shape"], settings["seed"])
-    if not run.holds_run:
+    if not run.holds_run and (replicas is None or replicas.is_chief):
         run.commit(settings, {HPARAMS_FILE: hparams.to_json() + "\n", VOCAB_FILE: vocab.save})
         print(f"[run] new run in {args.output_dir}: {vocab.vocab_size} word ids "
               f"(words seen >= {settings['min_word_count']} times)")
     return vocab, hparams, model
+
+
+def check_batches(args, replicas, hparams, train_split):
+    """Usage errors unless the cross-entropy and self-critical batches
+    (images) split evenly over the replicas."""
+    _replicas.check_batch(replicas, args.batch_size or hparams.batch_size)
+    if args.scst_steps:
+        images = min(args.scst_images, len(train_split.records))
+        _replicas.check_batch(replicas, images, "--scst_images")
 
 
 def load_trained(args):
@@ -361,25 +387,51 @@ def batch_of(split, records, vocab, settings):
 
 
 class ValidationBatches(keras.utils.PyDataset):
-    """The validation images (up to `max_images`), in order."""
+    """The validation images (up to `max_images`), in order.
 
-    def __init__(self, split, vocab, settings, images, max_images=200):
+    With `replicas`, as many images as split evenly over them (the others
+    are counted on stderr), each process reading its rows of every batch.
+    """
+
+    def __init__(self, split, vocab, settings, images, max_images=200, replicas=None):
         super().__init__()
         self.split, self.vocab, self.settings = split, vocab, settings
         self.records = split.records[:max_images]
         self.images = images
+        self.replicas = replicas or Replicas()
+        # Every process holds as many devices: the processes split it too.
+        left_out = len(self.records) % self.replicas.num_replicas
+        if left_out:
+            self.records = self.records[:len(self.records) - left_out]
+            print(f"[data] validation: {left_out} of {len(self.records) + left_out} images "
+                  f"left out, so that every batch splits over "
+                  f"{self.replicas.num_replicas} replicas")
 
     def __len__(self):
         return math.ceil(len(self.records) / self.images)
 
     def __getitem__(self, index):
         chosen = self.records[index * self.images:(index + 1) * self.images]
-        return batch_of(self.split, chosen, self.vocab, self.settings)
+        return fed(self.replicas, batch_of(self.split, chosen, self.vocab, self.settings))
 
 
-def _callbacks(args, history_name, checkpoint_folder, logs_name):
-    return fit_callbacks(args.output_dir, history_name, checkpoint_folder, logs_name,
-                         keep=args.keep_checkpoints)
+def fed(replicas, batch):
+    """`batch` as data-parallel `fit` takes it: this process's rows
+    (`Replicas.local_rows`), and under TensorFlow's MirroredStrategy bool
+    region masks as float32 (as `recipes._vl.feed`: Keras averages the
+    first batch over the replicas, which TensorFlow refuses for bool; the
+    models cast masks to bool)."""
+    batch = replicas.local_rows(batch)
+    if replicas.strategy is not None:
+        batch = keras.tree.map_structure(
+            lambda a: a.astype("float32") if a.dtype == np.bool_ else a, batch)
+    return batch
+
+
+def _callbacks(args, history_name, checkpoint_folder, logs_name, replicas):
+    """The history, checkpoint and log writers (`_replicas.writers`)."""
+    return _replicas.writers(replicas, lambda: fit_callbacks(
+        args.output_dir, history_name, checkpoint_folder, logs_name, keep=args.keep_checkpoints))
 
 
 def steps_done(model):
@@ -393,65 +445,78 @@ def train(args):
     """Cross-entropy training to --train_steps, self-critical training to
     --scst_steps, then the evaluation; each phase resumes from its newest
     checkpoint."""
+    # First: on TensorFlow the CPU can be split into devices only before any op.
+    replicas = _replicas.from_flags(args)
+    jit = _replicas.jit_for(replicas, {"auto": "auto", "on": True, "off": False}[args.jit])
     run, settings, hparams = resolve_run(args)
     needed = ("train", "val") if args.no_eval else ("train", "val", args.split)
     needed = tuple(dict.fromkeys(needed))  # --split may be val
     splits = load_splits(args, settings, needed)
     if "train" not in splits:
         raise _cli.UsageError("give training captions: --karpathy_json or --captions_train")
-    vocab, hparams, model = prepare_run(args, run, settings, hparams, splits["train"])
-    jit = {"auto": "auto", "on": True, "off": False}[args.jit]
     if jit is False and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
         # As in the translation recipe: without XLA, TF's ops repeat only
         # with op determinism on (a resumed run then equals a straight one).
         tf.config.experimental.enable_op_determinism()
-    batch_size = args.batch_size or hparams.batch_size
-    model.compile(
-        optimizer=keras.optimizers.Adam(
-            WarmupRsqrtDecay(hparams.learning_rate_constant,
-                             hparams.learning_rate_warmup_steps, hparams.hidden_size),
-            beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-            epsilon=hparams.optimizer_adam_epsilon,
-        ),
-        loss=PaddedCrossEntropy(hparams.label_smoothing),
-        metrics=[PaddedAccuracy()],
-        jit_compile=jit,
-    )
-    print(f"[model] {model.count_params():,} parameters")
-    scst_folder = os.path.join(args.output_dir, SCST_DIR)
-    start = time.time()
-    trained = (model, vocab, settings, hparams)
-    before = None
-    if checkpoints_lib.checkpoint_paths(scst_folder, readable_only=True):
-        print("[train] cross-entropy phase done (self-critical checkpoints found)")
-    else:
-        train_cross_entropy(args, settings, splits, vocab, model, batch_size)
-        if args.scst_steps and not args.no_eval:
-            # The cross-entropy model's scores, for the comparison with SCST.
-            print("[eval] the cross-entropy model, before self-critical training:")
-            before, _, _ = caption_split(args, trained, splits, save=False)
-            write_json(run.file(f"{args.split}_scores_cross_entropy.json"),
-                       {"scores": before.scores, "not_computed": before.not_computed})
-    if args.scst_steps:
-        train_self_critical(args, settings, splits, vocab, model, jit)
+    # Only process 0 of a multi-process run writes files; evaluating in the
+    # training command would need every process (their arrays are global).
+    evaluating = not args.no_eval and replicas.num_processes == 1
+    with replicas.scope():
+        vocab, hparams, model = prepare_run(args, run, settings, hparams, splits["train"],
+                                            replicas)
+        batch_size = args.batch_size or hparams.batch_size
+        model.compile(
+            optimizer=keras.optimizers.Adam(
+                WarmupRsqrtDecay(hparams.learning_rate_constant,
+                                 hparams.learning_rate_warmup_steps, hparams.hidden_size),
+                beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
+                epsilon=hparams.optimizer_adam_epsilon,
+            ),
+            loss=PaddedCrossEntropy(hparams.label_smoothing),
+            metrics=[PaddedAccuracy()],
+            jit_compile=jit,
+        )
+        print(f"[model] {model.count_params():,} parameters")
+        scst_folder = os.path.join(args.output_dir, SCST_DIR)
+        start = time.time()
+        trained = (model, vocab, settings, hparams)
+        before = None
+        if checkpoints_lib.checkpoint_paths(scst_folder, readable_only=True):
+            print("[train] cross-entropy phase done (self-critical checkpoints found)")
+        else:
+            train_cross_entropy(args, settings, splits, vocab, model, batch_size, replicas)
+            if args.scst_steps and evaluating:
+                # The cross-entropy model's scores, for the comparison with SCST.
+                print("[eval] the cross-entropy model, before self-critical training:")
+                before, _, _ = caption_split(args, trained, splits, save=False)
+                write_json(run.file(f"{args.split}_scores_cross_entropy.json"),
+                           {"scores": before.scores, "not_computed": before.not_computed})
+        if args.scst_steps:
+            train_self_critical(args, settings, splits, vocab, model, jit, replicas)
+    print(f"[train] done ({time.time() - start:.0f} s in this command)")
+    if not replicas.is_chief:
+        return model
     if before is None and os.path.exists(run.file(f"{args.split}_scores_cross_entropy.json")):
         saved = _read_json(run.file(f"{args.split}_scores_cross_entropy.json"))
         before = CaptionScores(saved["scores"], {}, saved["not_computed"], [])
-    print(f"[train] done ({time.time() - start:.0f} s in this command)")
     write_json(run.file("train_summary.json"), {
         name: {k: v for k, v in history_from_csv(run.file(name)).items() if k != "epoch"}
         for name in ("history.csv", "scst_history.csv") if os.path.exists(run.file(name))
     })
-    if not args.no_eval:
+    if evaluating:
         print("[model] the trained model in memory")
         evaluate(args, trained=trained, splits=splits, before=before if args.scst_steps else None)
+    elif not args.no_eval:
+        print(f"[eval] not after training on {replicas.num_processes} processes: run "
+              f"`evaluate --output_dir {args.output_dir}` (one process)")
     return model
 
 
-def train_cross_entropy(args, settings, splits, vocab, model, batch_size):
-    """Label-smoothed cross-entropy with `model.fit`, resumable."""
+def train_cross_entropy(args, settings, splits, vocab, model, batch_size, replicas):
+    """Label-smoothed cross-entropy with `model.fit`, resumable; each
+    process feeds its rows of every batch."""
     epochs_done = restore_latest(model, os.path.join(args.output_dir, XE_DIR))
     done = steps_done(model)
     if done >= args.train_steps:
@@ -466,15 +531,25 @@ def train_cross_entropy(args, settings, splits, vocab, model, batch_size):
           f"{batch_size} images x {CAPTIONS_PER_IMAGE} captions")
     validation = None
     if "val" in splits:
-        validation = ValidationBatches(splits["val"], vocab, settings, batch_size)
+        validation = ValidationBatches(splits["val"], vocab, settings, batch_size,
+                                       replicas=replicas)
+        validation = validation if len(validation) else None
+
+    def batches():
+        return (fed(replicas, batch) for batch in xe_batches(
+            splits["train"], vocab, settings, batch_size, settings["seed"], start=done))
+
     model.fit(
-        xe_batches(splits["train"], vocab, settings, batch_size, settings["seed"], start=done),
+        # Under MirroredStrategy, `fit` peeks with an iterator of its own,
+        # whose read-ahead of a generator would be lost: each iterator
+        # restarts at step `done` instead.
+        _replicas.restarting(batches) if replicas.strategy is not None else batches(),
         steps_per_epoch=args.steps_per_checkpoint,
         epochs=epochs_done + math.ceil((args.train_steps - done) / args.steps_per_checkpoint),
         initial_epoch=epochs_done,
         validation_data=validation,
         shuffle=False,  # xe_batches shuffles (seeded, resumable) itself
-        callbacks=[*_callbacks(args, "history.csv", XE_DIR, "logs/xe"),
+        callbacks=[*_callbacks(args, "history.csv", XE_DIR, "logs/xe", replicas),
                    StopAtStep(args.train_steps), keras.callbacks.TerminateOnNaN()],
         verbose=args.verbose,
     )
@@ -506,7 +581,7 @@ def init_dictionaries(model, split, vocab, settings, batch_size):
     print(f"[dictionaries] fitted in {time.time() - start:.1f} s")
 
 
-def train_self_critical(args, settings, splits, vocab, model, jit):
+def train_self_critical(args, settings, splits, vocab, model, jit, replicas):
     """Self-critical sequence training (`keras_structattn.self_critical`):
     a fresh Adam at --scst_learning_rate, CIDEr-D rewards with document
     frequencies from the training references, resumable."""
@@ -536,7 +611,7 @@ def train_self_critical(args, settings, splits, vocab, model, jit):
     spc = args.steps_per_checkpoint
     epochs = epochs_done + math.ceil((args.scst_steps - done) / spc)
     callbacks = keras.callbacks.CallbackList(
-        _callbacks(args, "scst_history.csv", SCST_DIR, "logs/scst")
+        _callbacks(args, "scst_history.csv", SCST_DIR, "logs/scst", replicas)
         + [StopAtStep(args.scst_steps), keras.callbacks.TerminateOnNaN()],
         add_history=True, add_progbar=args.verbose != 0, model=model,
         epochs=epochs, steps=spc, verbose=args.verbose,
@@ -550,7 +625,7 @@ def train_self_critical(args, settings, splits, vocab, model, jit):
         for batch in range(spc):
             callbacks.on_train_batch_begin(batch)
             logs = self_critical_step(model, train_split, settings, vocab, cider, draw, greedy,
-                                      args, step)
+                                      args, step, replicas)
             step += 1
             for name, value in logs.items():
                 totals[name] = totals.get(name, 0.0) + value
@@ -564,8 +639,13 @@ def train_self_critical(args, settings, splits, vocab, model, jit):
     callbacks.on_train_end()
 
 
-def self_critical_step(model, split, settings, vocab, cider, draw, greedy, args, step):
-    """One step: sample, reward on the host, one compiled gradient step."""
+def self_critical_step(model, split, settings, vocab, cider, draw, greedy, args, step,
+                       replicas):
+    """One step: sample, reward on the host, one compiled gradient step.
+
+    Every process samples and scores the whole global batch (the same
+    draws: compiled programs over the replicated weights run in all of
+    them alike), then trains on its rows of it."""
     count = len(split.records)
     rng = np.random.default_rng([settings["seed"], 1_000_003, step])
     chosen = rng.choice(count, size=min(args.scst_images, count), replace=False)
@@ -586,8 +666,9 @@ def self_critical_step(model, split, settings, vocab, cider, draw, greedy, args,
     advantage = self_critical.advantages(rewards, baseline)
     decoder_inputs, targets, weight = self_critical.training_batch(ids, advantage.reshape(-1))
     shape = (len(chosen), samples, -1)
-    logs = model.train_on_batch((features, decoder_inputs.reshape(shape)), targets.reshape(shape),
-                                sample_weight=weight.reshape(shape), return_dict=True)
+    x, y, sample_weight = replicas.local_rows(
+        ((features, decoder_inputs.reshape(shape)), targets.reshape(shape), weight.reshape(shape)))
+    logs = model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)
     logs = {k: float(v) for k, v in logs.items()}
     logs["reward"] = float(rewards.mean())
     return logs

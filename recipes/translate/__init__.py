@@ -23,6 +23,14 @@ when run again, and trains on to `--train_steps` steps) and TensorBoard
 logs (`tensorboard --logdir DIR/logs`). Results (scores, translations) go
 to stdout, everything else to stderr; errors are one line (`--debug` for
 the traceback), exit status 2 for a bad command line, 1 for a failure.
+
+Several devices (docs/distributed.md): `train --distribute data_parallel
+[--devices N]` splits every batch over the devices (JAX: also across hosts
+with --coordinator_address/--num_processes/--process_id; TensorFlow: one
+machine, steps without XLA) and gives the losses of one device: the token
+batches, whose row counts vary, get rows of padding up to a multiple of
+the devices, which change no loss, gradient or accuracy. A run may resume
+on another number of devices.
 """
 
 import os
@@ -116,6 +124,7 @@ def build_parser():
                      help="evaluate: translations to show (on stderr)")
     parser.add_argument("--last", type=_cli.positive_int, default=5,
                         help="average: checkpoints to average")
+    _cli.add_distribution_flags(parser)
     return parser
 
 
@@ -135,6 +144,8 @@ def check_args(args):
             )
         if bool(source) != bool(target):
             raise _cli.UsageError(f"--{split}_source and --{split}_target go together")
+    if args.command != "train" and args.distribute != "none":
+        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     if args.command not in TRAINING_COMMANDS:
         from recipes._run import RunFolder
 

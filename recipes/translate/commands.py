@@ -3,6 +3,23 @@
 Each command is `command(args)` with the parsed flags; `run(args)` picks
 it. Status goes to stderr (`print`, which `recipes._cli.execute` points
 there), results to stdout (`_cli.emit`).
+
+Data parallelism (`train --distribute data_parallel`, docs/distributed.md):
+the global batch is the pipeline's token-bucketed batch, whose row count
+varies, while every replica (and process) needs an equal share. So each
+batch, training and dev, recorded or not, gets rows of padding up to a
+multiple of the replica count (`replica_rows`, `replica_batches`), and
+each process of a multi-process run feeds its block of it
+(`Replicas.local_rows`). Such rows change nothing: `PaddedCrossEntropy`
+divides the sum over real tokens by the number of real tokens (of all
+replicas, on TensorFlow) and `PaddedAccuracy` counts real tokens only, so
+the loss, its gradient and the accuracy of every step are those of one
+device (tests/recipes/test_distributed_ct.py). One figure differs: Keras
+averages the per-batch losses of an epoch (`val_loss`, and `loss` over
+several steps) weighted by their rows, padding rows included. Training
+reads the pipeline from its start whatever iterators Keras opens
+(`_replicas.restarting`), so a run on N devices reads the batches of one
+device.
 """
 
 import math
@@ -32,11 +49,13 @@ from keras_structattn.metrics import corpus_bleu  # noqa: E402
 from keras_structattn.metrics import corpus_chrf  # noqa: E402
 from keras_structattn.metrics.text import group_references  # noqa: E402
 from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
+from keras_structattn.tokens import PAD_ID  # noqa: E402
 from keras_structattn.translation import string_translator  # noqa: E402
 from keras_structattn.translation import translate_sentences  # noqa: E402
 from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 from recipes import _cli  # noqa: E402
+from recipes import _replicas  # noqa: E402
 from recipes._run import RunFolder  # noqa: E402
 from recipes._run import history_from_csv  # noqa: E402
 from recipes._run import write_atomically  # noqa: E402
@@ -184,7 +203,7 @@ def resolve_run(args):
     return run, settings, hparams
 
 
-def prepare_run(args, run, settings, hparams, train_pairs):
+def prepare_run(args, run, settings, hparams, train_pairs, write=True):
     """The vocabulary and built model of a training run.
 
     A new run's files (`hparams.json`, the vocabulary, `run.json`) are
@@ -196,6 +215,9 @@ def prepare_run(args, run, settings, hparams, train_pairs):
         run, settings, hparams: from `resolve_run`.
         train_pairs: the training pairs (for a new run's vocabulary), or
             None where there are none (`train --recorded`).
+        write: commit a new run's files (False in the processes of a
+            multi-process run other than process 0, which builds the same
+            vocabulary from the same data and seed).
 
     Returns:
         `(vocab, model)`.
@@ -210,7 +232,7 @@ def prepare_run(args, run, settings, hparams, train_pairs):
     print(f"[hparams] {settings['hparams_set']}: {hparams}")
     keras.utils.set_random_seed(settings["seed"])
     model = build_model(hparams, vocab, seed=settings["seed"])
-    if not run.holds_run:
+    if not run.holds_run and write:
         run.commit(settings, {
             HPARAMS_FILE: hparams.to_json() + "\n",
             vocab_file(settings): vocab.save,
@@ -261,32 +283,38 @@ class TrainingData(typing.NamedTuple):
     vocab: object
     model: object  # built, not compiled
     dataset: object  # tf.data training batches, repeated
+    pipeline: object  # () -> a new copy of `dataset` (`_replicas.restarting`)
     validation: object  # tf.data dev batches, or None without dev data
     validation_steps: object  # batches in one pass over `validation`, or None
     train_tokens: object  # batching.TokenizedPairs the batches are made of
     dev_tokens: object  # the same for `validation`, or None
 
 
-def training_data(args):
+def training_data(args, replicas=None):
     """The run (`resolve_run`, `prepare_run`) and its `tf.data` training
     and dev batches: each corpus is read and cleaned once (`load_pairs`) and
     tokenised once (`batching.tokenize_pairs`); the pipeline, its report of
-    pairs dropped for length and `record` all read those ids."""
+    pairs dropped for length and `record` all read those ids. `replicas`
+    (default: one device) says whether this process writes a new run."""
     run, settings, hparams = resolve_run(args)
     train_pairs = load_pairs(args, "train")
     if train_pairs is None:
         raise _cli.UsageError("give training data: --train_tsv or --train_source/--train_target")
     dev_pairs = load_pairs(args, "dev")
-    vocab, model = prepare_run(args, run, settings, hparams, train_pairs)
+    vocab, model = prepare_run(args, run, settings, hparams, train_pairs,
+                               write=replicas is None or replicas.is_chief)
     options = dict(
         batch_tokens=hparams.batch_size,
         max_length=hparams.max_length,
         length_bucket_step=args.length_bucket_step,
     )
     train_tokens = batching.tokenize_pairs(train_pairs, vocab, vocab)
-    dataset, report = batching.make_tokenized_dataset(
-        train_tokens, shuffle=True, seed=settings["seed"], repeat=True, **options
-    )
+    train_options = dict(options, shuffle=True, seed=settings["seed"], repeat=True)
+
+    def pipeline():
+        return batching.make_tokenized_dataset(train_tokens, **train_options)[0]
+
+    dataset, report = batching.make_tokenized_dataset(train_tokens, **train_options)
     print(f"[data] train batches: {report}")
     dev_tokens, validation, validation_steps = None, None, None
     if dev_pairs:
@@ -297,8 +325,8 @@ def training_data(args):
         # Counted once, so that Keras knows where an evaluation pass ends.
         validation_steps = sum(1 for _ in validation)
         print(f"[data] dev batches: {dev_report}; {validation_steps} batches")
-    return TrainingData(settings, hparams, vocab, model, dataset, validation, validation_steps,
-                        train_tokens, dev_tokens)
+    return TrainingData(settings, hparams, vocab, model, dataset, pipeline, validation,
+                        validation_steps, train_tokens, dev_tokens)
 
 
 def recording_paths(args):
@@ -330,7 +358,7 @@ def _save_recording(path, tokens, batches):
     return counts[0]
 
 
-def recorded_data(args):
+def recorded_data(args, replicas):
     """`training_data` from the files of `record`: no TensorFlow needed."""
     train_path, dev_path = recording_paths(args)
     if not os.path.exists(train_path):
@@ -338,7 +366,7 @@ def recorded_data(args):
             f"no recorded batches in {train_path}: run `record` with the same flags first"
         )
     run, settings, hparams = resolve_run(args)
-    vocab, model = prepare_run(args, run, settings, hparams, None)
+    vocab, model = prepare_run(args, run, settings, hparams, None, write=replicas.is_chief)
     batches = recorded_lib.load_recording(train_path)
     if len(batches) < args.train_steps:
         raise _cli.UsageError(
@@ -350,23 +378,100 @@ def recorded_data(args):
     return hparams, vocab, model, batches, validation
 
 
+# ------------------------------------------------------ data-parallel batches
+
+
+def replica_rows(batch, replicas):
+    """A NumPy batch `((source, decoder_inputs), targets)` padded with
+    all-padding rows to split evenly over the replicas, then this process's
+    block of it (`Replicas.local_rows`; every process holds as many
+    devices, so the processes split it evenly too); the batch itself on one
+    device."""
+    parts = replicas.num_replicas
+    if parts == 1:
+        return batch
+
+    def pad(array):
+        return np.pad(array, ((0, -len(array) % parts), (0, 0)), constant_values=PAD_ID)
+
+    return replicas.local_rows(keras.tree.map_structure(pad, batch))
+
+
+def replica_batches(dataset, replicas):
+    """`replica_rows` of every batch of a `tf.data.Dataset`."""
+    parts = replicas.num_replicas
+    if parts == 1:
+        return dataset
+    import tensorflow as tf
+
+    def rows(array):
+        count = tf.shape(array)[0]
+        array = tf.pad(array, [[0, -count % parts], [0, 0]], constant_values=PAD_ID)
+        size = tf.shape(array)[0] // replicas.num_processes
+        return array[replicas.process_id * size:(replicas.process_id + 1) * size]
+
+    return dataset.map(lambda inputs, targets: tf.nest.map_structure(rows, (inputs, targets)))
+
+
+class ReplicaRecording(keras.utils.PyDataset):
+    """`replica_rows` of every batch of a `Recording` (validation)."""
+
+    def __init__(self, recording, replicas):
+        super().__init__()
+        self.recording, self.replicas = recording, replicas
+
+    def __len__(self):
+        return len(self.recording)
+
+    def __getitem__(self, step):
+        return replica_rows(self.recording.batch(step), self.replicas)
+
+
 def train(args):
     """Trains (or resumes) the run to `--train_steps` steps, then evaluates."""
-    jit = {"auto": "auto", "on": True, "off": False}[args.jit]
+    # First: on TensorFlow the CPU can be split into devices only before any op.
+    replicas = _replicas.from_flags(args)
+    jit = _replicas.jit_for(replicas, {"auto": "auto", "on": True, "off": False}[args.jit])
     if jit is False and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
         # Keras turns XLA off when op determinism is on; with XLA on, the
         # seeds (initialisation, dropout, shuffling) make CPU runs repeat.
         tf.config.experimental.enable_op_determinism()
+    with replicas.scope():
+        model, vocab, hparams = fit_run(args, replicas, jit)
+    steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    if not replicas.is_chief:
+        print(f"[train] {steps} steps; process {replicas.process_id} is done (process 0 "
+              "writes the run's files)")
+        return model
+    # Every epoch of the run, over all the commands that trained it.
+    history_path = os.path.join(args.output_dir, "history.csv")
+    write_json(os.path.join(args.output_dir, "train_summary.json"),
+               {"steps": steps, "history": _without_epoch(history_from_csv(history_path))})
+    if not args.no_eval and replicas.num_processes > 1:
+        # Decoding with the weights of all processes would need them all.
+        print(f"[eval] not after training on {replicas.num_processes} processes: run "
+              f"`evaluate --output_dir {args.output_dir}` (one process)")
+    elif not args.no_eval:
+        # The model in memory holds the weights of the checkpoint just
+        # written (or restored): evaluate it as it is.
+        print(f"[model] the trained model in memory "
+              f"(= {os.path.basename(checkpoints(args)[-1])})")
+        evaluate(args, trained=(model, vocab, hparams))
+    return model
+
+
+def fit_run(args, replicas, jit):
+    """Builds, compiles, restores and fits the model (inside
+    `replicas.scope()`); returns `(model, vocab, hparams)`."""
     if args.recorded:
-        hparams, vocab, model, batches, validation = recorded_data(args)
+        hparams, vocab, model, batches, validation = recorded_data(args, replicas)
         validation_steps = None if validation is None else len(validation)
     else:
-        data = training_data(args)
+        data = training_data(args, replicas)
         hparams, vocab, model = data.hparams, data.vocab, data.model
-        dataset, validation, validation_steps = (
-            data.dataset, data.validation, data.validation_steps)
+        validation, validation_steps = data.validation, data.validation_steps
 
     schedule = WarmupRsqrtDecay(
         hparams.learning_rate_constant,
@@ -396,26 +501,45 @@ def train(args):
     # The batches of the steps done are passed over, so that a resumed run
     # reads the data in the order of an uninterrupted one.
     if args.recorded and keras.backend.backend() == "tensorflow":
-        dataset = batches.to_tf_dataset(start=done)
-        validation = None if validation is None else validation.to_tf_dataset()
+        dataset = replica_batches(batches.to_tf_dataset(start=done), replicas)
+        if validation is not None:
+            validation = replica_batches(validation.to_tf_dataset(), replicas)
     elif args.recorded:
-        dataset = batches.iterate(start=done)
+        dataset = (replica_rows(batch, replicas) for batch in batches.iterate(start=done))
+        if validation is not None and replicas.num_replicas > 1:
+            validation = ReplicaRecording(validation, replicas)
     else:
-        dataset = dataset.skip(done)
+        def make():
+            return replica_batches(data.pipeline().skip(done), replicas)
+
+        if keras.backend.backend() == "tensorflow" and replicas.strategy is None:
+            dataset = make()
+        else:
+            # Keras' JAX `fit`, and TensorFlow's under a strategy, peek at a
+            # batch with an iterator of their own, then train on another:
+            # the batches `record` writes, on one device, only if each
+            # iterator starts the stream afresh.
+            dataset = _replicas.restarting(make)
+        if validation is not None:
+            validation = replica_batches(validation, replicas)
+    if replicas.strategy is not None and validation is not None:
+        # MirroredStrategy's `fit` keeps its validation iterator from one
+        # epoch to the next: repeated, each evaluation reads the next pass
+        # (`validation_steps` batches, unshuffled: the same ones).
+        validation = validation.repeat()
     history_path = os.path.join(args.output_dir, "history.csv")
     start = time.time()
     if done >= args.train_steps:
         print(f"[train] already trained {done} steps (--train_steps {args.train_steps})")
-    else:
+        return model, vocab, hparams
+    def writers():
+        # The metrics of every epoch, also where TensorBoard is not
+        # available. Before the checkpoint: an epoch logged but not saved
+        # when killed is trained and logged again, and `history_from_csv`
+        # keeps its last row.
         callbacks = [
-            # The metrics of every epoch, also where TensorBoard is not
-            # available. Before the checkpoint: an epoch logged but not
-            # saved when killed is trained and logged again, and
-            # `history_from_csv` keeps its last row.
             keras.callbacks.CSVLogger(history_path, append=True),
             EpochCheckpoints(checkpoint_dir(args), keep=args.keep_checkpoints),
-            StopAtStep(args.train_steps),
-            keras.callbacks.TerminateOnNaN(),
         ]
         try:
             import tensorflow  # noqa: F401  (Keras' TensorBoard callback writes with it)
@@ -423,29 +547,24 @@ def train(args):
             print("[train] no TensorFlow: no TensorBoard logs (history.csv has the metrics)")
         else:
             callbacks.append(keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")))
-        model.fit(
-            dataset,
-            steps_per_epoch=args.steps_per_checkpoint,
-            epochs=epochs_done + math.ceil((args.train_steps - done) / args.steps_per_checkpoint),
-            initial_epoch=epochs_done,
-            validation_data=validation,
-            validation_steps=validation_steps,
-            shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
-            callbacks=callbacks,
-            verbose=args.verbose,
-        )
+        return callbacks
+
+    callbacks = [*_replicas.writers(replicas, writers), StopAtStep(args.train_steps),
+                 keras.callbacks.TerminateOnNaN()]
+    model.fit(
+        dataset,
+        steps_per_epoch=args.steps_per_checkpoint,
+        epochs=epochs_done + math.ceil((args.train_steps - done) / args.steps_per_checkpoint),
+        initial_epoch=epochs_done,
+        validation_data=validation,
+        validation_steps=validation_steps,
+        shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
+        callbacks=callbacks,
+        verbose=args.verbose,
+    )
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     print(f"[train] {steps} steps ({time.time() - start:.0f} s in this command)")
-    # Every epoch of the run, over all the commands that trained it.
-    write_json(os.path.join(args.output_dir, "train_summary.json"),
-               {"steps": steps, "history": _without_epoch(history_from_csv(history_path))})
-    if not args.no_eval:
-        # The model in memory holds the weights of the checkpoint just
-        # written (or restored): evaluate it as it is.
-        print(f"[model] the trained model in memory "
-              f"(= {os.path.basename(checkpoints(args)[-1])})")
-        evaluate(args, trained=(model, vocab, hparams))
-    return model
+    return model, vocab, hparams
 
 
 def _without_epoch(history):
