@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 22 in one call on a lent device machine (JAX there,
+# no TensorFlow): the fused kernel's tests compiled for the GPU, then the
+# benchmarks behind the issue's targets. Each step has its own time limit so
+# that one that hangs leaves time to the others; every log and results file
+# goes to $OUT (or ./gpu_out here).
+#
+#   bash benchmarks/gpu_checks.sh            # on the device machine, repo root
+#   QUICK=1 bash benchmarks/gpu_checks.sh    # tiny shapes: a smoke run on a CPU
+#
+# Keras is not installed on the device image: carry its wheels in .whl/
+# (keras, namex, optree) and they are installed into /tmp/site first.
+set -uo pipefail
+py="${PYTHON:-python3}"
+out="${OUT:-gpu_out}"
+mkdir -p "$out"
+export KERAS_BACKEND=jax PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3
+if ls .whl/*.whl >/dev/null 2>&1 && ! "$py" -c "import keras" 2>/dev/null; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --upgrade --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+step() {  # step NAME SECONDS COMMAND...: run, log to $out/NAME.log, report
+    local name=$1 limit=$2 start=$SECONDS
+    shift 2
+    echo "== $name (limit ${limit}s)"
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    echo "== $name: rc=$rc in $((SECONDS - start)) s"
+    tail -n "${TAIL:-40}" "$out/$name.log"
+}
+
+nvidia-smi -L 2>/dev/null
+$py -c "import jax, keras; print('jax', jax.__version__, 'keras', keras.__version__, jax.devices())"
+
+if [ -n "${QUICK:-}" ]; then
+    shapes1=(1d:64) shapes2=(2d:8x8) batch=2 heads=2 key_dim=16 big=1d:128 reps=(--repeats 2 --warmup 1)
+    tests=(tests/ops/test_fused_area_attention.py::test_every_row_masked_gives_zeros)
+else
+    shapes1=(1d:256 1d:1024) shapes2=(2d:32x32) batch=32 heads=8 key_dim=64 big=1d:4096
+    reps=(--repeats 10 --warmup 3)
+    tests=(tests/ops/test_fused_area_attention.py tests/layers/test_fused_core.py)
+fi
+common=(--batch "$batch" --heads "$heads" --key_dim "$key_dim" --areas 3 --jit on "${reps[@]}")
+
+step tests 120 $py -m pytest -x -q -p no:cacheprovider "${tests[@]}"
+step bf16 160 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" "${shapes2[@]}" \
+    --widths 1 3 5 --implementations fast fused --dtype mixed_bfloat16 --baseline flash \
+    "${common[@]}" --output "$out/results_area_attention_gpu_jax_bf16.txt"
+step f32 120 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" "${shapes2[@]}" \
+    --widths 3 5 --implementations fast fused --dtype float32 --baseline xla \
+    "${common[@]}" --output "$out/results_area_attention_gpu_jax_f32.txt"
+step long 70 $py benchmarks/area_attention.py --shapes "$big" --widths 5 \
+    --implementations fused --dtype mixed_bfloat16 --baseline flash \
+    "${common[@]}" --output "$out/results_area_attention_gpu_jax_long.txt"
+step graph 50 $py benchmarks/graph_attention.py --jit on --batch "$batch" "${reps[@]}"
