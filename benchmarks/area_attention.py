@@ -176,7 +176,7 @@ def time_row(make_layer, shape, jit, base, args):
     except Exception as error:
         if not is_out_of_memory(error):
             raise
-        return None, "does not fit"
+        return None, does_not_fit(error)
     try:
         steps = make_steps(layer, x, jit)
         if base is None:
@@ -190,7 +190,16 @@ def time_row(make_layer, shape, jit, base, args):
     except Exception as error:
         if not is_out_of_memory(error):
             raise
-        return None, "does not fit"
+        return None, does_not_fit(error)
+
+
+def does_not_fit(error):
+    """The row's text for an out-of-memory `error`, whose first line also
+    goes to stderr (which memory: the device's or an SM's shared memory)."""
+    print(f"  ({type(error).__name__}: {str(error).strip().splitlines()[0][:300]})",
+          file=sys.stderr)
+    shared = "shared memory" in str(error).lower()
+    return "does not fit (shared memory)" if shared else "does not fit"
 
 
 def format_row(label, jit, times, memory, base, base_memory):

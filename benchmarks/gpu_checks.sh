@@ -37,22 +37,28 @@ $py -c "import jax, keras; print('jax', jax.__version__, 'keras', keras.__versio
 
 if [ -n "${QUICK:-}" ]; then
     shapes1=(1d:64) shapes2=(2d:8x8) batch=2 heads=2 key_dim=16 big=1d:128 reps=(--repeats 2 --warmup 1)
+    tile_cases=(1d:64:3:float32)
     tests=(tests/ops/test_fused_area_attention.py::test_every_row_masked_gives_zeros)
 else
-    shapes1=(1d:256 1d:1024) shapes2=(2d:32x32) batch=32 heads=8 key_dim=64 big=1d:4096
+    shapes1=(1d:1024) shapes2=(2d:32x32) batch=32 heads=8 key_dim=64 big=1d:4096
+    tile_cases=(1d:1024:3:bfloat16 1d:1024:5:float32 2d:32x32:3:bfloat16 2d:32x32:3:float32)
     reps=(--repeats 10 --warmup 3)
     tests=(tests/ops/test_fused_area_attention.py tests/layers/test_fused_core.py)
 fi
 common=(--batch "$batch" --heads "$heads" --key_dim "$key_dim" --areas 3 --jit on "${reps[@]}")
 
-step tests 120 $py -m pytest -x -q -p no:cacheprovider "${tests[@]}"
-step bf16 160 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" "${shapes2[@]}" \
-    --widths 1 3 5 --implementations fast fused --dtype mixed_bfloat16 --baseline flash \
+step tests 90 $py -m pytest -x -q -p no:cacheprovider "${tests[@]}"
+step tiles 130 $py benchmarks/fused_tiles.py --cases "${tile_cases[@]}" --batch "$batch" \
+    --heads "$heads" --depth "$key_dim" --block_k 32 16 --num_warps 4 8 "${reps[@]}"
+step bf16 110 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" "${shapes2[@]}" \
+    --widths 3 5 --implementations fast fused --dtype mixed_bfloat16 --baseline flash \
     "${common[@]}" --output "$out/results_area_attention_gpu_jax_bf16.txt"
-step f32 120 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" "${shapes2[@]}" \
+step f32 100 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" "${shapes2[@]}" \
     --widths 3 5 --implementations fast fused --dtype float32 --baseline xla \
     "${common[@]}" --output "$out/results_area_attention_gpu_jax_f32.txt"
-step long 70 $py benchmarks/area_attention.py --shapes "$big" --widths 5 \
+step long 45 $py benchmarks/area_attention.py --shapes "$big" --widths 5 \
     --implementations fused --dtype mixed_bfloat16 --baseline flash \
     "${common[@]}" --output "$out/results_area_attention_gpu_jax_long.txt"
-step graph 50 $py benchmarks/graph_attention.py --jit on --batch "$batch" "${reps[@]}"
+if [ -n "${GRAPH:-}" ]; then
+    step graph 50 $py benchmarks/graph_attention.py --jit on --batch "$batch" "${reps[@]}"
+fi

@@ -64,6 +64,13 @@ from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 _EMPTY_ROW = -1e29
 DEFAULT_BLOCK_Q = 64
 DEFAULT_BLOCK_K = 64
+# What the tiles of one loop step may take of an SM's shared memory (the
+# H100 has 228 KiB; Triton needs some for itself). Measured on an H100
+# (docs/fused_area_attention.md): every offset's key and value tiles are live
+# at once, so a float32 w=5 or a bf16 3x3 stack at block_k=64 overflowed.
+SHARED_MEMORY_BUDGET = 200 * 1024
+DEFAULT_NUM_WARPS = 4
+DEFAULT_NUM_STAGES = 2
 
 
 class FusedPlan(NamedTuple):
@@ -81,6 +88,7 @@ class FusedPlan(NamedTuple):
         mask_rows: the query extent of the mask block (1 when the mask is
             broadcast over queries, `block_q` otherwise), 0 without a mask.
         interpret: whether Pallas interprets the kernels (off GPU).
+        num_warps, num_stages: Triton's launch and pipelining settings.
     """
 
     length: int
@@ -95,6 +103,8 @@ class FusedPlan(NamedTuple):
     num_k_blocks: int
     mask_rows: int
     interpret: bool
+    num_warps: int = DEFAULT_NUM_WARPS
+    num_stages: int = DEFAULT_NUM_STAGES
 
     @property
     def offsets(self):
@@ -364,7 +374,11 @@ def _compiler_params(plan):
         return {}
     from jax.experimental.pallas import triton as plgpu
 
-    return {"compiler_params": plgpu.CompilerParams(num_warps=4, num_stages=2)}
+    return {
+        "compiler_params": plgpu.CompilerParams(
+            num_warps=plan.num_warps, num_stages=plan.num_stages
+        )
+    }
 
 
 def _memory_spec(array):
@@ -516,6 +530,32 @@ def _power_of_two_at_least(n, floor):
     return max(floor, 1 << max(0, int(n) - 1).bit_length())
 
 
+def shared_memory_estimate(offsets, block_q, block_k, depth, value_depth, itemsize, stages):
+    """Bytes of shared memory one loop step of the forward and dQ kernels
+    asks for: the key and value tiles of every offset (each pipelined
+    `stages` deep) and the query block."""
+    tiles = offsets * block_k * (depth + value_depth) * itemsize
+    return stages * tiles + block_q * depth * itemsize
+
+
+def default_tiles(offsets, queries, length, depth, value_depth, itemsize):
+    """`(block_q, block_k, num_stages)` for a GPU: the largest key tile of
+    64, 32 or 16 whose step fits `SHARED_MEMORY_BUDGET`, double-buffered if
+    that fits, else single-buffered."""
+    block_q = min(DEFAULT_BLOCK_Q, _power_of_two_at_least(queries, 16))
+    largest = min(DEFAULT_BLOCK_K, _power_of_two_at_least(length, 16))
+    for stages in (DEFAULT_NUM_STAGES, 1):
+        for block_k in (64, 32, 16):
+            if block_k > largest:
+                continue
+            need = shared_memory_estimate(
+                offsets, block_q, block_k, depth, value_depth, itemsize, stages
+            )
+            if need <= SHARED_MEMORY_BUDGET:
+                return block_q, block_k, stages
+    return block_q, 16, 1
+
+
 def _pad_axis(x, axis, size, value=0):
     extra = size - x.shape[axis]
     if extra == 0:
@@ -566,6 +606,8 @@ def fused_area_attention(
     temperature=1.0,
     block_q=None,
     block_k=None,
+    num_warps=None,
+    num_stages=None,
     interpret=None,
 ):
     """Area attention with mean keys, through the fused Pallas kernels.
@@ -586,8 +628,12 @@ def fused_area_attention(
         memory_height, max_area_width, max_area_height: the area layout.
         value_mode: `"sum"` (Eq. 4) or `"mean"`.
         temperature: the logits are divided by it.
-        block_q, block_k: tile sizes (default 64; rounded up to powers of
-            two of at least 16 on a GPU, as Triton's matmuls need).
+        block_q, block_k: tile sizes (powers of two of at least 16 on a GPU,
+            as Triton's matmuls need). Default: 64 queries; on a GPU the
+            largest key tile (64, 32, 16) whose loop step fits the shared
+            memory (`default_tiles`), else 64.
+        num_warps, num_stages: Triton's settings on a GPU (default 4, and 2
+            or 1 as `default_tiles` finds room).
         interpret: run the kernels in Pallas' interpret mode (default: when
             JAX's device is not a GPU).
 
@@ -608,14 +654,23 @@ def fused_area_attention(
             f"Received: value_mode={value_mode!r}"
         )
     interpret = (not on_gpu()) if interpret is None else bool(interpret)
+    height = memory_height
+    width = length // height
+    heights, widths = min(max_area_height, height), min(max_area_width, width)
     floor = 1 if interpret else 16
+    stages = DEFAULT_NUM_STAGES
+    if not interpret:
+        auto_q, auto_k, stages = default_tiles(
+            heights * widths, queries, length,
+            _power_of_two_at_least(depth, 16), _power_of_two_at_least(value_depth, 16),
+            jnp.dtype(key.dtype).itemsize,
+        )
+        block_q, block_k = block_q or auto_q, block_k or auto_k
     block_q = min(block_q or DEFAULT_BLOCK_Q, _power_of_two_at_least(queries, floor))
     block_k = min(block_k or DEFAULT_BLOCK_K, _power_of_two_at_least(length, floor))
     if not interpret:
         block_q = _power_of_two_at_least(block_q, 16)
         block_k = _power_of_two_at_least(block_k, 16)
-    height = memory_height
-    width = length // height
     plan_mask_rows = 0
     if mask is not None:
         mask_shape = jnp.shape(mask)
@@ -624,8 +679,8 @@ def fused_area_attention(
         length=length,
         height=height,
         width=width,
-        heights=min(max_area_height, height),
-        widths=min(max_area_width, width),
+        heights=heights,
+        widths=widths,
         value_mode=value_mode,
         scale=1.0 / float(temperature),
         block_q=block_q,
@@ -633,6 +688,8 @@ def fused_area_attention(
         num_k_blocks=math.ceil(length / block_k),
         mask_rows=plan_mask_rows,
         interpret=interpret,
+        num_warps=num_warps or DEFAULT_NUM_WARPS,
+        num_stages=num_stages or stages,
     )
     padded_queries = math.ceil(queries / block_q) * block_q
     padded_length = plan.padded_length

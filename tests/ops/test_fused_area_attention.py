@@ -25,6 +25,17 @@ jnp = jax.numpy
 
 from keras_structattn.ops.fused_area_attention import fused_area_attention  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _ieee_float32_matmuls_on_a_gpu():
+    """On a GPU, float32 dots default to TF32 (XLA's and Triton's default,
+    ~3e-4 relative error); the comparisons with the float64 reference ask
+    for IEEE float32 (`jax.default_matmul_precision`, which the kernels'
+    dots honour). A no-op on a CPU."""
+    with jax.default_matmul_precision("highest"):
+        yield
+
+
 on_jax = pytest.mark.skipif(
     backend.backend() != "jax", reason="JAX-side checks run in the JAX part of the suite"
 )
@@ -241,3 +252,29 @@ def test_fused_needs_the_jax_backend():
     auto = area_attention(q, k, v, implementation="auto", **_kw(layout))
     fast = area_attention(q, k, v, implementation="fast", **_kw(layout))
     np.testing.assert_array_equal(to_numpy(auto), to_numpy(fast))
+
+
+def test_default_tiles_fit_the_shared_memory_of_an_h100():
+    """The GPU tile choice against what an H100 compiled (issue 22's runs):
+    block_k=64 fitted bf16 w<=5 and float32 w=3, and overflowed float32 w=5
+    and a bf16 3x3 stack; the choice keeps every step within the budget."""
+    from keras_structattn.ops.fused_area_attention import default_tiles
+    from keras_structattn.ops.fused_area_attention import shared_memory_estimate
+
+    budget = 232448  # an H100's shared memory per block, in bytes
+    assert shared_memory_estimate(5, 64, 64, 64, 64, 4, 2) > budget  # f32 w=5 failed
+    assert shared_memory_estimate(9, 64, 64, 64, 64, 2, 2) > budget  # bf16 3x3 failed
+    assert shared_memory_estimate(5, 64, 64, 64, 64, 2, 2) < budget  # bf16 w=5 ran
+    assert default_tiles(3, 1024, 1024, 64, 64, 2) == (64, 64, 2)
+    assert default_tiles(5, 1024, 1024, 64, 64, 4)[1] == 32
+    assert default_tiles(9, 1024, 1024, 64, 64, 2)[1] == 32
+    assert default_tiles(9, 1024, 1024, 64, 64, 4)[1] == 16
+    for offsets in (1, 2, 3, 5, 9, 25):
+        for itemsize in (2, 4):
+            block_q, block_k, stages = default_tiles(offsets, 1024, 4096, 64, 64, itemsize)
+            assert block_q == 64 and block_k in (16, 32, 64) and stages in (1, 2)
+            if offsets <= 9:
+                assert shared_memory_estimate(
+                    offsets, block_q, block_k, 64, 64, itemsize, stages
+                ) < budget
+    assert default_tiles(3, 8, 10, 8, 8, 4)[:2] == (16, 16)  # short inputs: the floor
