@@ -4,8 +4,9 @@ For each case (`1d:L:w` or `2d:HxW:h`, a dtype), times the forward+backward
 of `fused_area_attention` (the gradient of `sum(out**2)` with respect to q,
 k and v, under `jax.jit`) for every `--block_k` x `--num_warps`, the
 default tiles (`default_tiles`) first, against `jax.nn.dot_product_attention`
-at the same shape (cuDNN flash for bf16 on a GPU, XLA otherwise): the
-attention core without the layer's projections. A setting that does not
+at the same shape with JAX's default implementation (XLA's attention, not
+cuDNN flash) and the same padding mask: the attention core without the
+layer's projections. A setting that does not
 compile (Triton out of shared memory) or does not fit reads so, with the
 reason on stderr. Medians of `--repeats` after `--warmup`, in milliseconds.
 See docs/fused_area_attention.md.

@@ -65,10 +65,14 @@ _EMPTY_ROW = -1e29
 DEFAULT_BLOCK_Q = 64
 DEFAULT_BLOCK_K = 64
 # What the tiles of one loop step may take of an SM's shared memory (the
-# H100 has 228 KiB; Triton needs some for itself). Measured on an H100
-# (docs/fused_area_attention.md): every offset's key and value tiles are live
-# at once, so a float32 w=5 or a bf16 3x3 stack at block_k=64 overflowed.
+# H100 has 227 KiB per block; Triton needs some for itself). Every offset's
+# key and value tiles are live at once, so a float32 w=5 or a bf16 3x3 stack
+# at block_k=64 overflowed it on an H100 (docs/fused_area_attention.md).
 SHARED_MEMORY_BUDGET = 200 * 1024
+# Past this, a smaller key tile ran faster in the H100 sweep
+# (benchmarks/results_fused_tiles_gpu_jax.txt): bf16 w=3 best at block_k=32
+# (57 KiB), float32 w=5 and bf16 3x3 at 16 (98 and 82 KiB).
+FAST_SHARED_MEMORY = 100 * 1024
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 2
 
@@ -183,9 +187,11 @@ def _valid_areas(start, plan):
     }
 
 
-def _item_logits(q, key_ref, mask_ref, start, plan):
+def _item_logits(q, key_ref, mask_ref, start, plan, mask_rows=slice(None)):
     """Scaled item logits of the tile at every offset, `(dr, dc) -> float32
-    [block_q, block_k]`, masked or missing items at `MASKED_LOGIT`."""
+    [block_q, block_k]`, masked or missing items at `MASKED_LOGIT`.
+    `mask_rows` picks the block's rows of a mask ref that holds more (one
+    index per load: Triton's lowering takes no `ref.at[...]` then index)."""
     positions = start + jax.lax.broadcasted_iota(jnp.int32, (1, plan.block_k), 1)
     logits = {}
     for dr, dc, offset in plan.offsets:
@@ -196,7 +202,8 @@ def _item_logits(q, key_ref, mask_ref, start, plan):
         s = s * plan.scale
         allowed = positions + offset < plan.length
         if mask_ref is not None:
-            allowed = allowed & (mask_ref[:, pl.ds(start + offset, plan.block_k)] != 0)
+            items = mask_ref[mask_rows, pl.ds(start + offset, plan.block_k)]
+            allowed = allowed & (items != 0)
         logits[(dr, dc)] = jnp.where(allowed, s, MASKED_LOGIT)
     return logits
 
@@ -217,10 +224,12 @@ def _area_probabilities(logits, start, lse, plan):
     }
 
 
-def _backward_tile(q, do, lse, delta, key_ref, value_ref, mask_ref, start, plan):
+def _backward_tile(
+    q, do, lse, delta, key_ref, value_ref, mask_ref, start, plan, mask_rows=slice(None)
+):
     """Recomputes a tile; returns per offset the folded normalised weights
     `u` (for dV) and the item-logit gradients `ds` (for dQ and dK)."""
-    logits = _item_logits(q, key_ref, mask_ref, start, plan)
+    logits = _item_logits(q, key_ref, mask_ref, start, plan, mask_rows)
     probs = _area_probabilities(logits, start, lse, plan)
     # dO . v at every offset, summed over each area's offsets: dP_a / c_a.
     dov = {}
@@ -335,10 +344,10 @@ def _dkv_kernel(*refs, plan, num_q_blocks):
         rows = pl.ds(block * plan.block_q, plan.block_q)
         q, do = r["q"][rows, :], r["do"][rows, :]
         lse, delta = r["lse"][rows, :], r["delta"][rows, :]
-        mask = r["mask"]
-        if mask is not None and plan.mask_rows > 1:
-            mask = mask.at[rows, :]
-        weights, ds = _backward_tile(q, do, lse, delta, r["k"], r["v"], mask, start, plan)
+        mask_rows = rows if plan.mask_rows > 1 else slice(None)
+        weights, ds = _backward_tile(
+            q, do, lse, delta, r["k"], r["v"], r["mask"], start, plan, mask_rows
+        )
         dks = list(dks)
         dvs = list(dvs)
         for index, (dr, dc, _) in enumerate(plan.offsets):
@@ -540,20 +549,24 @@ def shared_memory_estimate(offsets, block_q, block_k, depth, value_depth, itemsi
 
 def default_tiles(offsets, queries, length, depth, value_depth, itemsize):
     """`(block_q, block_k, num_stages)` for a GPU: the largest key tile of
-    64, 32 or 16 whose step fits `SHARED_MEMORY_BUDGET`, double-buffered if
-    that fits, else single-buffered."""
+    64, 32 or 16 whose double-buffered step stays within `FAST_SHARED_MEMORY`;
+    else 16, double-buffered if that fits `SHARED_MEMORY_BUDGET`, else
+    single-buffered."""
     block_q = min(DEFAULT_BLOCK_Q, _power_of_two_at_least(queries, 16))
     largest = min(DEFAULT_BLOCK_K, _power_of_two_at_least(length, 16))
-    for stages in (DEFAULT_NUM_STAGES, 1):
-        for block_k in (64, 32, 16):
-            if block_k > largest:
-                continue
-            need = shared_memory_estimate(
-                offsets, block_q, block_k, depth, value_depth, itemsize, stages
-            )
-            if need <= SHARED_MEMORY_BUDGET:
-                return block_q, block_k, stages
-    return block_q, 16, 1
+
+    def need(block_k, stages):
+        return shared_memory_estimate(
+            offsets, block_q, block_k, depth, value_depth, itemsize, stages
+        )
+
+    for block_k in (64, 32, 16):
+        if block_k <= largest and need(block_k, DEFAULT_NUM_STAGES) <= FAST_SHARED_MEMORY:
+            return block_q, block_k, DEFAULT_NUM_STAGES
+    block_k = min(16, largest)
+    if need(block_k, DEFAULT_NUM_STAGES) <= SHARED_MEMORY_BUDGET:
+        return block_q, block_k, DEFAULT_NUM_STAGES
+    return block_q, block_k, 1
 
 
 def _pad_axis(x, axis, size, value=0):
@@ -630,8 +643,8 @@ def fused_area_attention(
         temperature: the logits are divided by it.
         block_q, block_k: tile sizes (powers of two of at least 16 on a GPU,
             as Triton's matmuls need). Default: 64 queries; on a GPU the
-            largest key tile (64, 32, 16) whose loop step fits the shared
-            memory (`default_tiles`), else 64.
+            key tile `default_tiles` picks from the loop step's shared
+            memory (64, 32 or 16), else 64.
         num_warps, num_stages: Triton's settings on a GPU (default 4, and 2
             or 1 as `default_tiles` finds room).
         interpret: run the kernels in Pallas' interpret mode (default: when
