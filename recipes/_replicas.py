@@ -67,7 +67,7 @@ def jit_for(replicas, jit):
     return jit
 
 
-def restarting(make):
+def restarting(make, *, rebatch=False):
     """A `tf.data.Dataset` of which every iterator reads a new `make()`
     from its start.
 
@@ -81,9 +81,15 @@ def restarting(make):
 
     Args:
         make: a function of no arguments returning a `tf.data.Dataset`, or
-            an iterator of batches: nests of NumPy arrays, every batch of
-            the shapes of the first (static shapes, as XLA and the
-            replicas' split want them).
+            an iterator of batches: nests of NumPy arrays, the rows first.
+        rebatch: unbatch the batches and batch them again to the first
+            one's rows, which lets the batches' row counts vary (a short
+            last batch) and makes MirroredStrategy split every global batch
+            evenly over its replicas: the strategy splits a dataset's
+            batches only when the dataset ends in `batch` (each batch of a
+            bare generator would go whole to one replica, in no fixed
+            order). Without it, every batch must have the shapes of the
+            first (static shapes, as XLA and the replicas' split want them).
 
     Returns:
         A `tf.data.Dataset`.
@@ -95,9 +101,16 @@ def restarting(make):
         return tf.data.Dataset.from_generator(
             lambda: make().as_numpy_iterator(), output_signature=first.element_spec)
     batch = next(iter(first))
-    signature = tf.nest.map_structure(
-        lambda array: tf.TensorSpec(array.shape, tf.as_dtype(array.dtype)), batch)
-    return tf.data.Dataset.from_generator(make, output_signature=signature)
+
+    def spec(array):
+        shape = (None, *array.shape[1:]) if rebatch else array.shape
+        return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
+
+    signature = tf.nest.map_structure(spec, batch)
+    dataset = tf.data.Dataset.from_generator(make, output_signature=signature)
+    if rebatch:
+        dataset = dataset.unbatch().batch(len(tf.nest.flatten(batch)[0]))
+    return dataset
 
 
 def writers(replicas, make):

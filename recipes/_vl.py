@@ -323,10 +323,13 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
                                 keep=args.keep_checkpoints)
     train_data = train_batches(done)
     if replicas is not None and replicas.strategy is not None:
-        train_data = split_dataset(lambda: train_batches(done))
+        # Made anew for each of fit's iterators, and split evenly over the
+        # replicas (`_replicas.restarting`).
+        train_data = _replicas.restarting(lambda: train_batches(done), rebatch=True)
         if validation is not None:
             ordered = validation
-            validation = split_dataset(lambda: (ordered[i] for i in range(len(ordered))))
+            validation = _replicas.restarting(
+                lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
     model.fit(
         train_data,
         steps_per_epoch=per_epoch,
@@ -337,35 +340,6 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
         callbacks=[*writers, keras.callbacks.TerminateOnNaN()],
         verbose=args.verbose,
     )
-
-
-def split_dataset(make_batches):
-    """The batches of `make_batches()` as a `tf.data.Dataset` that
-    TensorFlow's MirroredStrategy splits over its replicas.
-
-    The strategy splits a dataset's batches only when the dataset ends in
-    `batch`; the batches of a Python generator (what `fit` makes of one)
-    would each go whole to one replica, in the order the replicas happen to
-    pull them: a global batch of replicas x batch, in no fixed order. So
-    the batches are unbatched and batched again: every global batch is
-    the generator's, split evenly over the replicas.
-
-    Args:
-        make_batches: `make_batches()` -> an iterator of batches (a nest of
-            NumPy arrays, the rows first), called anew whenever `fit` makes
-            an iterator (once for the first batch's shapes here).
-
-    Returns:
-        A `tf.data.Dataset`.
-    """
-    import tensorflow as tf
-
-    first = next(iter(make_batches()))
-    signature = keras.tree.map_structure(
-        lambda a: tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype)), first)
-    size = len(keras.tree.flatten(first)[0])
-    dataset = tf.data.Dataset.from_generator(make_batches, output_signature=signature)
-    return dataset.unbatch().batch(size)
 
 
 def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args):
