@@ -33,8 +33,8 @@ JAX_PATHS = ["tests/ops", "tests/layers", "tests/models", "tests/decoding",
 
 # (name, backend, pytest arguments). A free worker takes the next part, so
 # the order decides how the parts fall on two workers: with CI's times of
-# 2026-11-25 (758, 870, 355, 603, 215 and 184 s in this order) this one
-# gives the two workers {1, 3, 5, 6} and {2, 4}, about 1,490 s each; the
+# 2026-11-26 (686, 934, 217, 527, 232 and 194 s in this order) this one
+# gives the two workers {1, 3, 4} and {2, 5, 6}, 1,430 and 1,360 s; the
 # recipes are split in two (captioning and the rest) because one recipes part
 # was the longest of all.
 CAPTION_RECIPES = ["tests/recipes/test_caption.py", "tests/recipes/test_caption_catt.py"]
