@@ -120,14 +120,24 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
 
     world = shapes_world.generate(wanted["train"], wanted["val"], wanted["test"],
                                   tasks=tasks, seed=wanted["seed"], bias=bias)
-    partial = folder + ".partial"
+    # One temporary folder per process: the processes of a multi-process
+    # run on one host (docs/distributed.md) all make the same world.
+    partial = f"{folder}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     shapes_world.write(world, partial)
     if write_extras is not None:
         write_extras(world, partial)
     write_json(os.path.join(partial, SETTINGS_FILE), wanted)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(partial, folder)
+    if not os.path.exists(settings_path):
+        shutil.rmtree(folder, ignore_errors=True)  # a folder without its settings
+    try:
+        os.replace(partial, folder)
+    except OSError:
+        if not os.path.exists(settings_path):
+            raise
+        # Another process put the same world (same flags, same seed) in place
+        # first: keep that one, which it may be reading already.
+        shutil.rmtree(partial, ignore_errors=True)
     sizes = ", ".join(f"{k} {v}" for k, v in wanted.items() if k not in ("seed", "bias"))
     print(f"[data] Shapes world generated in {world.seconds:.0f} s ({sizes} images, seed "
           f"{wanted['seed']}{', bias ' + bias if bias else ''}) -> {folder}")
