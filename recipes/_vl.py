@@ -317,10 +317,13 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
     done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     if epochs_done:
         print(f"[train] resuming at epoch {epochs_done + 1} (step {done})")
-    writers = []
-    if replicas is None or replicas.is_chief:
-        writers = fit_callbacks(args.output_dir, "history.csv", CHECKPOINTS, "logs",
-                                keep=args.keep_checkpoints)
+    def make_writers():
+        return fit_callbacks(args.output_dir, "history.csv", CHECKPOINTS, "logs",
+                             keep=args.keep_checkpoints)
+
+    # Every process of a multi-process run saves (JAX's saves are collective);
+    # process 0 into the run folder (`_replicas.writers`).
+    writers = make_writers() if replicas is None else _replicas.writers(replicas, make_writers)
     train_data = train_batches(done)
     if replicas is not None and replicas.strategy is not None:
         # Made anew for each of fit's iterators, and split evenly over the

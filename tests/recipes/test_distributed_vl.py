@@ -7,8 +7,10 @@ the tiny MUAN VQA run for 2 epochs on one device, and on 2 devices for 1
 epoch, then resumes it to 2 in a second command (test_vqa.py's resume);
 TensorFlow (the CPU split into 2 logical devices) refuses `--jit on` and a
 batch that does not split, then trains the run for 2 epochs on 2 devices
-and on one. Dropout is off (`--hparams`), so one device and two must give
-the same per-step losses and weights. Meanwhile TextVQA trains in this
+and on one; and two JAX processes of one device each, joined through
+`--coordinator_address`, train it for 2 epochs into one run folder.
+Dropout is off (`--hparams`), so one device and two must give the same
+per-step losses and weights. Meanwhile TextVQA trains in this
 process under MirroredStrategy on its one CPU device, and grounding
 refuses `--jit on` there.
 """
@@ -16,6 +18,7 @@ refuses `--jit on` there.
 import csv
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -67,19 +70,26 @@ def vqa_flags(out, *extra):
             "--predict_batch_size", "16", "--verbose", "0", *extra]
 
 
-def _start(backend, commands, root):
+def _start(backend, commands, root, name=None, devices=2):
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     if backend == "jax":
         # Also for the one-device run: without a distribution, JAX trains
         # on its first device. The resumed command compiles the step the
         # first one did: the cache spares it.
-        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
         env["JAX_COMPILATION_CACHE_DIR"] = str(root / "jax_cache")
     # Files, not pipes: nobody reads the output while the tests in this
     # process run.
-    with open(root / f"{backend}.out", "w") as out, open(root / f"{backend}.err", "w") as err:
+    name = name or backend
+    with open(root / f"{name}.out", "w") as out, open(root / f"{name}.err", "w") as err:
         return subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(commands)],
                                 cwd=ROOT, env=env, stdout=out, stderr=err)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +110,15 @@ def started(tmp_path_factory):
             [vqa_flags(root / "tf_one", "--epochs", "2", "--no_eval", "--jit", "off"), None],
         ], root),
     }
+    # The several-hosts form on one machine: two processes of one device
+    # each, one command per process, the run folder shared.
+    address = f"localhost:{_free_port()}"
+    for process in range(2):
+        several = ["--distribute", "data_parallel", "--coordinator_address", address,
+                   "--num_processes", "2", "--process_id", str(process)]
+        processes[f"process{process}"] = _start(
+            "jax", [[vqa_flags(root / "processes", "--epochs", "2", "--no_eval", *several),
+                     None]], root, name=f"process{process}", devices=1)
     yield root, processes
     for process in processes.values():  # after a failure: not left running
         if process.poll() is None:
@@ -112,12 +131,12 @@ def runs(started):
     """The subprocesses' stdout and stderr, once they have ended."""
     root, processes = started
     done = dict(root=root)
-    for backend, process in processes.items():
+    for name, process in processes.items():
         process.wait(timeout=600)
-        err = (root / f"{backend}.err").read_text()
+        err = (root / f"{name}.err").read_text()
         assert process.returncode == 0, err[-3000:]
-        done[f"{backend}_out"] = (root / f"{backend}.out").read_text()
-        done[f"{backend}_err"] = err
+        done[f"{name}_out"] = (root / f"{name}.out").read_text()
+        done[f"{name}_err"] = err
     return done
 
 
@@ -207,6 +226,18 @@ def test_jax_two_devices_resumed_end_at_the_one_device_weights(runs):
     assert "resuming at epoch 2 (step 12)" in err
     assert err.count("[train] validation: 1 of 19 items left out") == 2  # both commands
     assert_same_training(runs["root"] / "jax_one", runs["root"] / "jax_two")
+
+
+def test_two_jax_processes_end_at_the_one_device_weights(runs):
+    """`--coordinator_address/--num_processes/--process_id`, one command per
+    process: each feeds its half of every global batch; process 0 alone
+    writes the run folder; the weights are the one-device run's."""
+    for process in range(2):
+        assert ("[distribute] data parallel over 2 devices in 2 process(es)"
+                in runs[f"process{process}_err"])
+    assert_same_training(runs["root"] / "jax_one", runs["root"] / "processes")
+    assert not list((runs["root"]).glob("shapes_world.partial*"))
+    assert not list((runs["root"] / "processes").glob("*.partial*"))
 
 
 def test_tensorflow_two_devices_match_one_and_refuse_what_cannot_run(runs):
