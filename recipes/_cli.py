@@ -293,9 +293,48 @@ def run_commands_of(package):
     def run(args):
         import importlib
 
-        return importlib.import_module(f"{package}.commands").run(args)
+        if getattr(args, "debug", False):
+            commands = importlib.import_module(f"{package}.commands")
+        else:
+            with _native_start_up_lines_dropped():
+                commands = importlib.import_module(f"{package}.commands")
+        return commands.run(args)
 
     return run
+
+
+# TensorFlow's C++ libraries log INFO lines while they load (CPU features,
+# CUDA probing), before absl's logging starts, so TF_CPP_MIN_LOG_LEVEL no
+# longer silences them (TensorFlow 2.21): absl's format, severity I.
+_START_UP_LINE = (
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 ",
+)
+
+
+@contextlib.contextmanager
+def _native_start_up_lines_dropped():
+    """Runs the body with file descriptor 2 captured, then writes back all
+    it caught but the native libraries' start-up INFO lines (warnings and
+    errors stay, in order). `--debug` skips this."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            text = caught.read().decode("utf-8", errors="replace")
+            kept = [line for line in text.splitlines(keepends=True)
+                    if not line.startswith(_START_UP_LINE)]
+            sys.stderr.write("".join(kept))
+            sys.stderr.flush()
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
