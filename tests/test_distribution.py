@@ -58,7 +58,15 @@ TRAIN = textwrap.dedent(
         # bias's, with mean area keys) up to a full step.
         model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9), loss="mse",
                       jit_compile=keras.backend.backend() == "jax")
-        model.fit(batches(), steps_per_epoch=2, epochs=2, verbose=0)
+        data = batches()
+        if keras.backend.backend() == "tensorflow":
+            # MirroredStrategy splits each batch of a tf.data pipeline that
+            # ends in `batch`; a generator's batches would go whole to the
+            # replicas, in the order they happen to pull them (a flaky
+            # match with one device; docs/distributed.md).
+            import tensorflow as tf
+            data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)
+        model.fit(data, steps_per_epoch=2, epochs=2, verbose=0)
     weights = [keras.ops.convert_to_numpy(w.value).ravel() for w in model.weights]
     print("WEIGHTS", json.dumps({
         "replicas": replicas.num_replicas,
