@@ -85,11 +85,11 @@ def restarting(make, *, rebatch=False):
         rebatch: unbatch the batches and batch them again to the first
             one's rows, which lets the batches' row counts vary (a short
             last batch) and makes MirroredStrategy split every global batch
-            evenly over its replicas: the strategy splits a dataset's
-            batches only when the dataset ends in `batch` (each batch of a
-            bare generator would go whole to one replica, in no fixed
-            order). Without it, every batch must have the shapes of the
-            first (static shapes, as XLA and the replicas' split want them).
+            evenly over its replicas (with the recipes' dict batches, a
+            stream that does not end in `batch` did not train on the
+            single-device batches; docs/distributed.md). Without it, every
+            batch must have the shapes of the first (static shapes, as XLA
+            and the replicas' split want them).
 
     Returns:
         A `tf.data.Dataset`.
