@@ -4,7 +4,8 @@ Both layers run in the same process, at the same shapes: self-attention over
 1-D sequences (`1d:L`, areas of width 1 to `--widths`) and over 2-D grids
 (`2d:HxW`, flattened to `H*W` items with `memory_height=H`, square areas up to
 `--areas`), for the key modes `mean` (implementations `fast`, `direct`,
-`fused`, `auto`) and `concat` (the learned Eq. 9 keys), with and without
+`fused`, `stacked`, `auto`) and `concat` (the learned Eq. 9 keys, on the fast
+path or `concat_stacked`), with and without
 `jit_compile`; Li et al., 2019, "Area Attention", arXiv:1810.10126, and
 `docs/area_attention.md`. Each time is the median of `--repeats` runs after
 `--warmup` runs; the table gives milliseconds and the ratio to Keras MHA at
@@ -26,8 +27,9 @@ Flags:
     --batch, --heads, --key_dim: default 8, 4, 32 (model width heads*key_dim).
     --widths: 1-D max area widths (default 1 2 3 5); --areas: 2-D square
         area sides (default 2 3).
-    --implementations among fast direct concat fused auto (rows "mean fast",
-        "mean direct", "concat", "mean fused", "mean auto"); default fast
+    --implementations among fast direct concat fused stacked concat_stacked
+        auto (rows "mean fast", "mean direct", "concat", "mean fused", "mean
+        stacked", "concat stacked", "mean auto"); default fast
         direct concat, plus fused when JAX sees a GPU (on a CPU the fused
         Pallas kernel runs in interpret mode, which is for tests, not timing).
     --dtype float32|mixed_bfloat16: the global dtype policy of both layers
@@ -88,6 +90,10 @@ IMPLEMENTATIONS = {
     "direct": ("mean direct", dict(area_key_mode="mean", area_implementation="direct")),
     "concat": ("concat", dict(area_key_mode="concat")),
     "fused": ("mean fused", dict(area_key_mode="mean", area_implementation="fused")),
+    "stacked": ("mean stacked", dict(area_key_mode="mean", area_implementation="stacked")),
+    "concat_stacked": (
+        "concat stacked", dict(area_key_mode="concat", area_implementation="stacked")
+    ),
     "auto": ("mean auto", dict(area_key_mode="mean", area_implementation="auto")),
 }
 DEFAULT_IMPLEMENTATIONS = ("fast", "direct", "concat")

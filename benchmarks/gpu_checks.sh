@@ -7,6 +7,12 @@
 #
 #   bash benchmarks/gpu_checks.sh            # on the device machine, repo root
 #   QUICK=1 bash benchmarks/gpu_checks.sh    # tiny shapes: a smoke run on a CPU
+#   STEPS="tests bf16" IMPLS="fused stacked" bash benchmarks/gpu_checks.sh
+#
+# STEPS picks among tests, tiles, bf16, f32, long and graph (default: all but
+# graph); IMPLS the area implementations of the layer-level steps (default
+# fused stacked); REPEATS the graph step's runs (default 1); TILE_CASES,
+# BLOCK_K and NUM_WARPS the tile sweep's cases and settings.
 #
 # Keras is not installed on the device image: carry its wheels in .whl/
 # (keras, namex, optree) and they are installed into /tmp/site first.
@@ -43,22 +49,29 @@ else
     shapes1=(1d:1024) shapes2=(2d:32x32) batch=32 heads=8 key_dim=64 big=1d:4096
     tile_cases=(1d:1024:3:bfloat16 1d:1024:5:float32 2d:32x32:3:bfloat16 2d:32x32:3:float32)
     reps=(--repeats 10 --warmup 3)
-    tests=(tests/ops/test_fused_area_attention.py tests/layers/test_fused_core.py)
+    tests=(tests/ops/test_fused_area_attention.py tests/layers/test_fused_core.py
+        tests/ops/test_stacked_area_attention.py)
 fi
+impls=(${IMPLS:-fused stacked})
+steps=" ${STEPS:-tests tiles bf16 f32 long} "
+wants() { [[ "$steps" == *" $1 "* ]]; }
 common=(--batch "$batch" --heads "$heads" --key_dim "$key_dim" --areas 3 --jit on "${reps[@]}")
 
-step tests 90 $py -m pytest -x -q -p no:cacheprovider "${tests[@]}"
-step tiles 130 $py benchmarks/fused_tiles.py --cases "${tile_cases[@]}" --batch "$batch" \
-    --heads "$heads" --depth "$key_dim" --block_k 32 16 --num_warps 4 8 "${reps[@]}"
-step bf16 110 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" "${shapes2[@]}" \
-    --widths 3 5 --implementations fast fused --dtype mixed_bfloat16 --baseline flash \
-    "${common[@]}" --output "$out/results_area_attention_gpu_jax_bf16.txt"
-step f32 100 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" "${shapes2[@]}" \
-    --widths 3 5 --implementations fast fused --dtype float32 --baseline xla \
-    "${common[@]}" --output "$out/results_area_attention_gpu_jax_f32.txt"
-step long 45 $py benchmarks/area_attention.py --shapes "$big" --widths 5 \
-    --implementations fused --dtype mixed_bfloat16 --baseline flash \
+wants tests && step tests 120 $py -m pytest -x -q -p no:cacheprovider "${tests[@]}"
+tile_cases=(${TILE_CASES:-${tile_cases[@]}})
+wants tiles && step tiles 130 $py benchmarks/fused_tiles.py --cases "${tile_cases[@]}" \
+    --batch "$batch" --heads "$heads" --depth "$key_dim" --block_k ${BLOCK_K:-32 16} \
+    --num_warps ${NUM_WARPS:-4 8} "${reps[@]}"
+wants bf16 && step bf16 130 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" \
+    "${shapes2[@]}" --widths 3 5 --implementations "${impls[@]}" --dtype mixed_bfloat16 \
+    --baseline flash "${common[@]}" --output "$out/results_area_attention_gpu_jax_bf16.txt"
+wants f32 && step f32 130 $py benchmarks/area_attention.py --shapes "${shapes1[@]}" \
+    "${shapes2[@]}" --widths 3 5 --implementations "${impls[@]}" --dtype float32 \
+    --baseline xla "${common[@]}" --output "$out/results_area_attention_gpu_jax_f32.txt"
+wants long && step long 70 $py benchmarks/area_attention.py --shapes "$big" --widths 5 \
+    --implementations "${impls[@]}" --dtype mixed_bfloat16 --baseline flash \
     "${common[@]}" --output "$out/results_area_attention_gpu_jax_long.txt"
-if [ -n "${GRAPH:-}" ]; then
-    step graph 50 $py benchmarks/graph_attention.py --jit on --batch "$batch" "${reps[@]}"
-fi
+for run in $(seq "${REPEATS:-1}"); do
+    wants graph && step "graph$run" 50 $py benchmarks/graph_attention.py --jit on \
+        --batch "$batch" "${reps[@]}"
+done

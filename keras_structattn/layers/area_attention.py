@@ -96,8 +96,13 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             Pallas kernel, FlashAttention-style, memory O(L) per query row,
             for `mean` keys with `sum`/`mean` values; other settings, and
             training with dropout, run `"fast"`; see
-            docs/fused_area_attention.md) or `"auto"` (`"fused"` on a JAX
-            GPU, else `"fast"`). Same results.
+            docs/fused_area_attention.md), `"stacked"` (area keys and
+            values materialised as one memory of `num_areas` items and
+            attended by `keras.ops.dot_product_attention`: cuDNN flash
+            attention on a GPU under bfloat16; any key mode, also the
+            learned ones, with `sum`/`mean` values and `value_dim ==
+            key_dim`; other settings run `"fast"`) or `"auto"` (`"fused"`
+            on a JAX GPU, else `"fast"`). Same results.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

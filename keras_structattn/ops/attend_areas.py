@@ -8,7 +8,7 @@ docs/area_attention.md): a query row with no attendable area outputs zeros
 instead of NaN, masks are boolean (True = may attend), and the summed-area sums, the
 softmax and the mask constant are float32 under mixed precision.
 
-Four implementation choices give the same numbers:
+Five implementation choices give the same numbers:
 
 * `"direct"` materialises the area keys `[B, N, |R|, D]` and area values, as
   tensor2tensor does.
@@ -28,6 +28,13 @@ Four implementation choices give the same numbers:
   values without top-k, returned weights or dropout in training; other
   settings take `"fast"`. On a GPU it compiles through Triton, elsewhere it
   runs in Pallas' interpret mode (for tests).
+* `"stacked"` materialises the area keys and values like `"direct"` and
+  hands them, as a memory of `|R|` items, to `keras.ops.dot_product_attention`
+  (with the area mask, and zero rows restored after it): on a GPU under
+  bfloat16 that is cuDNN's flash attention, which never writes `[Lq, |R|]`
+  either. For any key mode (also the learned keys of `attend_to_areas`) with
+  `sum`/`mean` values, equal key and value depths, no top-k, returned
+  weights or dropout in training; other settings take `"fast"`.
 * `"auto"` is `"fused"` where the kernel compiles (JAX on a GPU), else
   `"fast"`.
 """
@@ -50,7 +57,7 @@ from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 
 KEY_MODES = ("mean", "max", "sample")
 VALUE_MODES = ("sum", "mean", "max")
-IMPLEMENTATIONS = ("fast", "direct", "fused", "auto")
+IMPLEMENTATIONS = ("fast", "direct", "fused", "stacked", "auto")
 
 
 
@@ -74,10 +81,13 @@ def _check_common(
     _checks.one_of("implementation", implementation, IMPLEMENTATIONS)
 
 
-def _resolve(implementation, fusable):
-    """The path that runs: `"fused"` where asked for (or, for `"auto"`,
-    where the kernel compiles) and the settings allow it, else `"fast"` for
-    `"fused"`/`"auto"`; `"fast"` and `"direct"` as they are."""
+def _resolve(implementation, fusable, stackable=False):
+    """The path that runs: `"fused"` and `"stacked"` where asked for and the
+    settings allow them, else `"fast"`; `"auto"` is `"fused"` where the
+    kernel compiles (a JAX GPU) and the settings allow it, else `"fast"`;
+    `"fast"` and `"direct"` as they are."""
+    if implementation == "stacked":
+        return "stacked" if stackable else "fast"
     if implementation not in ("fused", "auto"):
         return implementation
     if backend.backend() != "jax":
@@ -95,6 +105,69 @@ def _resolve(implementation, fusable):
 
         return "fused" if on_gpu() else "fast"
     return "fused"
+
+
+def _stackable(
+    query, value, layout, value_mode, top_k_areas, return_weights, training,
+    dropout_rate,
+):
+    """Whether the settings allow the stacked path: ordinary attention over
+    the area memory (no top-k, weights or dropout there), `sum`/`mean`
+    values, and equal static key and value depths (flash attention's and
+    `jax.nn.dot_product_attention`'s requirement)."""
+    return (
+        layout is not None
+        and value_mode in ("sum", "mean")
+        and top_k_areas == 0
+        and not return_weights
+        and not (training and dropout_rate > 0)
+        and query.shape[-1] is not None
+        and query.shape[-1] == value.shape[-1]
+    )
+
+
+def _stacked_attention(query, area_key, value, mask, layout, *, value_mode, temperature):
+    """Attention over the stacked area memory through
+    `keras.ops.dot_product_attention`.
+
+    Area `a` is one memory item with key `area_key[a]` and value the sum (or
+    mean) of its items' values, allowed iff all its items are; its
+    logit `q . k_a / temperature` and the softmax over areas are those of
+    Eqs. 3-4. `dot_product_attention` averages a row with nothing allowed
+    uniformly: that row is set to zeros after it (no NaN, no gradient).
+    """
+    grid = dict(
+        memory_height=layout.height,
+        max_area_width=layout.max_area_width,
+        max_area_height=layout.max_area_height,
+    )
+    dtype = query.dtype
+    area_value = area_features(value, features=(value_mode,), axis=-2, **grid)[
+        value_mode
+    ]
+    allowed = None
+    if mask is not None:
+        allowed = ops.cast(mask, "bool")
+        if allowed.shape[-1] != 1:
+            allowed = area_reduce(allowed, "all", axis=-1, **grid)
+        while len(allowed.shape) < 4:
+            allowed = ops.expand_dims(allowed, 0)
+
+    def heads_last(x):  # [B, N, T, D] -> [B, T, N, D], dot_product_attention's
+        return ops.transpose(ops.cast(x, dtype), (0, 2, 1, 3))
+
+    output = ops.dot_product_attention(
+        heads_last(query),
+        heads_last(area_key),
+        heads_last(area_value),
+        mask=allowed,
+        scale=1.0 / temperature,
+    )
+    output = ops.transpose(output, (0, 2, 1, 3))
+    if allowed is not None:
+        anything = ops.any(allowed, axis=-1, keepdims=True)
+        output = ops.where(anything, output, ops.zeros_like(output))
+    return output
 
 
 def _check_mask(mask, length):
@@ -401,7 +474,9 @@ def area_attention(
         seed: an int or `keras.random.SeedGenerator` for noise and dropout.
         implementation: `"fast"` (default), `"direct"` (materialises area
             keys and values, like tensor2tensor), `"fused"` (the Pallas
-            kernel, JAX only; settings it does not cover run `"fast"`) or
+            kernel, JAX only; settings it does not cover run `"fast"`),
+            `"stacked"` (the area memory through
+            `keras.ops.dot_product_attention`; see the module docstring) or
             `"auto"` (`"fused"` on a JAX GPU, else `"fast"`); all give the
             same result.
 
@@ -436,10 +511,21 @@ def area_attention(
         and top_k_areas == 0
         and not return_weights
     )
+    stackable = _stackable(
+        query, value, layout, value_mode, top_k_areas, return_weights,
+        training, dropout_rate,
+    )
     kernel = _resolve(
         implementation,
         fusable and layout is not None and not (training and dropout_rate > 0),
+        stackable,
     )
+    if kernel == "stacked":
+        keys = area_keys(key, key_mode, training=training, seed=seed, **layout_args)
+        return _stacked_attention(
+            query, keys, value, mask, layout, value_mode=value_mode,
+            temperature=temperature,
+        )
     if kernel == "fused":
         from keras_structattn.ops.fused_area_attention import fused_area_attention
 
@@ -623,8 +709,13 @@ def attend_to_areas(
     )
     if layout is None:
         raise _dynamic_length_error("`attend_to_areas` needs the area count.")
-    # Caller-made area keys: no kernel for them, the fast path folds values.
-    implementation = _resolve(implementation, fusable=False)
+    # Caller-made area keys: no Pallas kernel for them; the stacked path
+    # takes them as they are, the fast path folds values.
+    stackable = _stackable(
+        query, value, layout, value_mode, top_k_areas, return_weights,
+        training, dropout_rate,
+    )
+    implementation = _resolve(implementation, fusable=False, stackable=stackable)
     if area_key.shape[-2] != layout.num_areas:
         raise ValueError(
             f"`area_key` must have {layout.num_areas} areas (axis -2) for a "
@@ -632,6 +723,11 @@ def attend_to_areas(
             f"{memory_height}, max_area_width={max_area_width} and "
             f"max_area_height={max_area_height}. Received: "
             f"area_key.shape={tuple(area_key.shape)}"
+        )
+    if implementation == "stacked":
+        return _stacked_attention(
+            query, area_key, value, mask, layout, value_mode=value_mode,
+            temperature=temperature,
         )
     return _attend(
         _slot_logits(query, area_key, layout, temperature),

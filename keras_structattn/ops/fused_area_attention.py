@@ -31,7 +31,8 @@ area's logit sum is `P_a (dP_a - delta) / |a|`, folded back onto the
 offsets' item logits like the weights. One kernel accumulates `dQ` over the
 key tiles; another accumulates, per start tile and offset, `dK` and `dV`
 parts over the query blocks; the parts are shifted by their offset and
-added outside the kernels (O(offsets x L x D) memory).
+added outside the kernels (O(offsets x L x D) memory, in the inputs'
+dtype when that is half precision).
 
 **Masks and empty rows.** A masked item's logit is `-1e30`, so every area
 holding it has an exponential of exactly 0 (the library's masked-logit
@@ -488,14 +489,21 @@ def _backward(q, k, v, mask, out, lse, d_out, plan):
             (None, None, count, plan.block_k, dim), lambda b, n, j: (b, n, 0, j, 0)
         )
 
+    # Half-precision inputs get half-precision parts (accumulated in float32
+    # in the kernel, rounded once, summed in float32 below, then rounded to
+    # the inputs' dtype anyway): they are the backward's largest buffers, so
+    # this halves its extra memory (docs/fused_area_attention.md).
+    parts_dtype = [
+        x.dtype if jnp.dtype(x.dtype).itemsize < 4 else jnp.float32 for x in (k, v)
+    ]
     dk_parts, dv_parts = pl.pallas_call(
         functools.partial(_dkv_kernel, plan=plan, num_q_blocks=num_q_blocks),
         grid=(batch, heads, plan.num_k_blocks),
         in_specs=in_specs,
         out_specs=[parts_spec(k.shape[-1]), parts_spec(v.shape[-1])],
         out_shape=[
-            jax.ShapeDtypeStruct((batch, heads, count, span, k.shape[-1]), jnp.float32),
-            jax.ShapeDtypeStruct((batch, heads, count, span, v.shape[-1]), jnp.float32),
+            jax.ShapeDtypeStruct((batch, heads, count, span, k.shape[-1]), parts_dtype[0]),
+            jax.ShapeDtypeStruct((batch, heads, count, span, v.shape[-1]), parts_dtype[1]),
         ],
         interpret=plan.interpret,
         name="area_attention_dkv",
@@ -508,8 +516,8 @@ def _backward(q, k, v, mask, out, lse, d_out, plan):
     dv = jnp.zeros(v.shape, jnp.float32)
     for index, (_, _, offset) in enumerate(plan.offsets):
         widths = ((0, 0), (0, 0), (offset, length - span - offset), (0, 0))
-        dk = dk + jnp.pad(dk_parts[:, :, index], widths)
-        dv = dv + jnp.pad(dv_parts[:, :, index], widths)
+        dk = dk + jnp.pad(dk_parts[:, :, index].astype(jnp.float32), widths)
+        dv = dv + jnp.pad(dv_parts[:, :, index].astype(jnp.float32), widths)
     return dq, dk.astype(k.dtype), dv.astype(v.dtype)
 
 

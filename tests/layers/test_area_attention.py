@@ -30,6 +30,7 @@ import pytest
 from keras import ops
 
 from keras_structattn.layers import MultiHeadAreaAttention
+from keras_structattn.ops import attend_areas
 
 PLAIN_KEY_MODES = ("mean", "max", "sample")
 MLP_KEY_MODES = ("concat", "max_concat", "sum", "sample_concat", "sample_sum")
@@ -1017,7 +1018,7 @@ def test_fit_with_jit_compile(name):
     assert not unchanged, unchanged
 
 
-def _fit_once(implementation, x, y, mask):
+def _fit_once(implementation, x, y, mask, **layer_kwargs):
     keras.utils.set_random_seed(4)
     inputs = keras.Input(x.shape[1:])
     padding = keras.Input(mask.shape[1:], dtype="bool")
@@ -1027,6 +1028,7 @@ def _fit_once(implementation, x, y, mask):
         max_area_height=2,
         memory_height=3,
         area_implementation=implementation,
+        **layer_kwargs,
     )
     hidden = layer(inputs, inputs, value_mask=padding, use_causal_mask=True)
     model = keras.Model([inputs, padding], keras.layers.Dense(2)(hidden))
@@ -1051,6 +1053,36 @@ def test_fused_kernel_trains_like_the_fast_path():
     _, fused = _fit_once("fused", x, y, mask)
     moved = False
     for a, b, start in zip(fast, fused, initial):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+        moved = moved or not np.allclose(a, start)
+    assert moved
+
+
+@pytest.mark.parametrize("key_mode", ["mean", "concat"])
+def test_stacked_core_trains_like_the_fast_path(key_mode, monkeypatch):
+    """One compiled training step with the area memory stacked through
+    `ops.dot_product_attention` (2-D areas, causal and padding masks, with
+    fully masked rows) lands on the fast path's weights; the learned
+    (concat) keys take the stacked path too."""
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4, 12, DIM)).astype("float32")
+    y = rng.normal(size=(4, 12, 2)).astype("float32")
+    mask = np.ones((4, 12), bool)
+    mask[1, 7:] = False
+    mask[2, :] = False  # nothing to attend in the whole sequence
+    initial, fast = _fit_once("fast", x, y, mask, area_key_mode=key_mode)
+    calls = []
+    original = attend_areas._stacked_attention
+    monkeypatch.setattr(
+        attend_areas,
+        "_stacked_attention",
+        lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs),
+    )
+    _, stacked = _fit_once("stacked", x, y, mask, area_key_mode=key_mode)
+    assert calls
+    moved = False
+    for a, b, start in zip(fast, stacked, initial):
+        assert np.isfinite(b).all()
         np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
         moved = moved or not np.allclose(a, start)
     assert moved

@@ -159,6 +159,29 @@ def test_bfloat16_inputs_stay_close_and_return_bfloat16():
 
 
 @on_jax
+def test_bfloat16_gradients_stay_close_to_float32():
+    # Half-precision inputs get half-precision dK/dV parts (one rounding per
+    # part before the float32 sum): the gradients stay within bf16 error.
+    layout = LAYOUTS["2d"]
+    q, k, v = _inputs(7, layout[0], 6)
+    mask = _mask("random", 7, 2, 2, 6, layout[0])
+    cotangent = np.random.default_rng(7).standard_normal((2, 2, 6, v.shape[-1]))
+
+    def loss(q_, k_, v_):
+        out = fused_area_attention(q_, k_, v_, mask, **BLOCKS, **_kw(layout))
+        return jnp.sum(out.astype(jnp.float32) * cotangent)
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+    full = grad(*(jnp.asarray(x) for x in (q, k, v)))
+    half = grad(*(jnp.asarray(x, jnp.bfloat16) for x in (q, k, v)))
+    for name, f, h in zip("qkv", full, half):
+        assert h.dtype == jnp.bfloat16, name
+        f, h = np.asarray(f), np.asarray(h, "float32")
+        scale = np.abs(f).max()
+        np.testing.assert_allclose(h, f, atol=0.03 * scale, rtol=0.03, err_msg=name)
+
+
+@on_jax
 @settings(max_examples=6, deadline=None)
 @given(
     height=st.integers(1, 3),
