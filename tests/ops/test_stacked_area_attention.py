@@ -43,10 +43,16 @@ def stacked_calls(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("mask_kind", MASKS)
+# Every mask with mean keys; max keys (another area-key builder) with two.
+REFERENCE_CASES = [("mean", mask) for mask in MASKS] + [
+    ("max", "causal"),
+    ("max", "random"),
+]
+
+
+@pytest.mark.parametrize("key_mode,mask_kind", REFERENCE_CASES)
 @pytest.mark.parametrize("layout_name", list(LAYOUTS))
 @pytest.mark.parametrize("value_mode", ["sum", "mean"])
-@pytest.mark.parametrize("key_mode", ["mean", "max"])
 def test_matches_reference(key_mode, value_mode, layout_name, mask_kind, stacked_calls):
     layout = LAYOUTS[layout_name]
     length = layout[0]
