@@ -638,14 +638,19 @@ GRAD_CASES = [
     ids=[f"{c[0]}-{c[1]}-{c[2]}-H{c[3][1]}{'-topk' if c[4] else ''}" for c in GRAD_CASES],
 )
 def test_gradients_match_finite_differences(key_mode, value_mode, implementation, layout, extra):
-    length = layout[0]
+    kw = dict(_kw(layout), key_mode=key_mode, value_mode=value_mode, **extra)
+    check_gradients(implementation, layout[0], kw, depth_v=2)
+
+
+def check_gradients(implementation, length, kw, depth_v):
+    """Gradients of a cotangent-weighted output sum against central finite
+    differences of the float64 reference, with a fully masked row."""
     rng = np.random.default_rng(23)
-    q, k, v = make_inputs(rng, 1, 2, 3, length, depth=3, depth_v=2, scale=1.0)
+    q, k, v = make_inputs(rng, 1, 2, 3, length, depth=3, depth_v=depth_v, scale=1.0)
     mask = rng.random((1, 2, 3, length)) < 0.85
     mask[0, 1, 0] = False  # a fully masked row
     mask[0, 0, 2, 1] = False
-    cotangent = rng.standard_normal((1, 2, 3, 2))
-    kw = dict(_kw(layout), key_mode=key_mode, value_mode=value_mode, **extra)
+    cotangent = rng.standard_normal((1, 2, 3, depth_v))
 
     def loss(q_, k_, v_):
         out = area_attention(q_, k_, v_, ops.convert_to_tensor(mask),
