@@ -717,7 +717,11 @@ def _loss_and_gradients(layer, x, call):
 
 @pytest.mark.parametrize(
     "key_mode,implementation,dtype",
-    [("mean", "fast", "mixed_float16"), ("concat", "direct", "mixed_bfloat16")],
+    [
+        ("mean", "fast", "mixed_float16"),
+        ("concat", "direct", "mixed_bfloat16"),
+        ("concat", "stacked", "mixed_bfloat16"),
+    ],
 )
 def test_fully_masked_rows_mixed_precision_and_gradients(key_mode, implementation, dtype):
     rng = np.random.default_rng(8)
