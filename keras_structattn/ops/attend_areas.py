@@ -145,6 +145,7 @@ def _stacked_attention(query, area_key, value, mask, layout, *, value_mode, temp
     area_value = area_features(value, features=(value_mode,), axis=-2, **grid)[
         value_mode
     ]
+    queries = query.shape[-2]
     allowed = None
     if mask is not None:
         allowed = ops.cast(mask, "bool")
@@ -152,6 +153,25 @@ def _stacked_attention(query, area_key, value, mask, layout, *, value_mode, temp
             allowed = area_reduce(allowed, "all", axis=-1, **grid)
         while len(allowed.shape) < 4:
             allowed = ops.expand_dims(allowed, 0)
+        if queries is not None:
+            # cuDNN's flash attention takes a mask only as a bias of the
+            # full [Lq, |R|] extent, and in training only with even
+            # lengths: give it both (a dummy area and a dummy query row,
+            # masked, dropped again); otherwise Keras falls back to XLA.
+            allowed = ops.broadcast_to(
+                allowed, tuple(ops.shape(allowed)[:2]) + (queries, layout.num_areas)
+            )
+            allowed = ops.cast(allowed, "int8")
+            if layout.num_areas % 2:
+                area_key, area_value = (
+                    ops.pad(x, [[0, 0], [0, 0], [0, 1], [0, 0]])
+                    for x in (area_key, area_value)
+                )
+                allowed = ops.pad(allowed, [[0, 0], [0, 0], [0, 0], [0, 1]])
+            if queries % 2:
+                query = ops.pad(query, [[0, 0], [0, 0], [0, 1], [0, 0]])
+                allowed = ops.pad(allowed, [[0, 0], [0, 0], [0, 1], [0, 0]])
+            allowed = allowed > 0
 
     def heads_last(x):  # [B, N, T, D] -> [B, T, N, D], dot_product_attention's
         return ops.transpose(ops.cast(x, dtype), (0, 2, 1, 3))
@@ -167,6 +187,8 @@ def _stacked_attention(query, area_key, value, mask, layout, *, value_mode, temp
     if allowed is not None:
         anything = ops.any(allowed, axis=-1, keepdims=True)
         output = ops.where(anything, output, ops.zeros_like(output))
+    if queries is not None and queries % 2 and allowed is not None:
+        output = output[:, :, :queries]
     return output
 
 

@@ -14,6 +14,7 @@ from keras_structattn.ops import area_attention
 from keras_structattn.ops import area_keys
 from keras_structattn.ops import attend_areas
 from keras_structattn.ops import attend_to_areas
+from keras_structattn.ops import num_areas
 from tests import reference as ref
 from tests._backend import jit
 from tests._backend import to_numpy
@@ -71,6 +72,32 @@ def test_matches_reference(key_mode, value_mode, layout_name, mask_kind, stacked
     if mask_kind in ("random", "rows"):
         assert empty.any()
     assert (out[empty] == 0).all()
+
+
+@pytest.mark.parametrize("layout_name", list(LAYOUTS))
+def test_masks_reach_dot_product_attention_as_cudnn_takes_them(layout_name, monkeypatch):
+    # cuDNN flash attention takes a mask only as a bias of the full
+    # [Lq, |R|] extent, with even lengths in training; the 2-D layout has
+    # 45 areas and LQ = 5 queries, both odd.
+    layout = LAYOUTS[layout_name]
+    seen = []
+    original = ops.dot_product_attention
+
+    def recording(query, key, value, mask=None, **kwargs):
+        seen.append((tuple(query.shape), tuple(key.shape), tuple(mask.shape)))
+        return original(query, key, value, mask=mask, **kwargs)
+
+    monkeypatch.setattr(ops, "dot_product_attention", recording)
+    rng = np.random.default_rng(6)
+    q, k, v = make_inputs(rng, B, N, LQ, layout[0], depth_v=D)
+    mask = make_mask("padding", rng, B, N, LQ, layout[0])  # [B, 1, 1, L]
+    out = area_attention(q, k, v, mask, implementation="stacked", **_kw(layout))
+    assert tuple(out.shape) == (B, N, LQ, D)
+    [(query_shape, key_shape, mask_shape)] = seen
+    queries, areas = query_shape[1], key_shape[1]
+    assert queries % 2 == 0 and areas % 2 == 0
+    assert queries in (LQ, LQ + 1) and areas - num_areas(layout[0], **_kw(layout)) in (0, 1)
+    assert mask_shape == (B, 1, queries, areas)
 
 
 def test_everything_masked_gives_zeros(stacked_calls):
