@@ -141,7 +141,6 @@ def _stacked_attention(query, area_key, value, mask, layout, *, value_mode, temp
         max_area_width=layout.max_area_width,
         max_area_height=layout.max_area_height,
     )
-    dtype = query.dtype
     area_value = area_features(value, features=(value_mode,), axis=-2, **grid)[
         value_mode
     ]
@@ -154,27 +153,12 @@ def _stacked_attention(query, area_key, value, mask, layout, *, value_mode, temp
         while len(allowed.shape) < 4:
             allowed = ops.expand_dims(allowed, 0)
         if queries is not None:
-            # cuDNN's flash attention takes a mask only as a bias of the
-            # full [Lq, |R|] extent, and in training only with even
-            # lengths: give it both (a dummy area and a dummy query row,
-            # masked, dropped again); otherwise Keras falls back to XLA.
-            allowed = ops.broadcast_to(
-                allowed, tuple(ops.shape(allowed)[:2]) + (queries, layout.num_areas)
+            query, area_key, area_value, allowed = _as_cudnn_takes_masks(
+                query, area_key, area_value, allowed
             )
-            allowed = ops.cast(allowed, "int8")
-            if layout.num_areas % 2:
-                area_key, area_value = (
-                    ops.pad(x, [[0, 0], [0, 0], [0, 1], [0, 0]])
-                    for x in (area_key, area_value)
-                )
-                allowed = ops.pad(allowed, [[0, 0], [0, 0], [0, 0], [0, 1]])
-            if queries % 2:
-                query = ops.pad(query, [[0, 0], [0, 0], [0, 1], [0, 0]])
-                allowed = ops.pad(allowed, [[0, 0], [0, 0], [0, 1], [0, 0]])
-            allowed = allowed > 0
 
     def heads_last(x):  # [B, N, T, D] -> [B, T, N, D], dot_product_attention's
-        return ops.transpose(ops.cast(x, dtype), (0, 2, 1, 3))
+        return ops.transpose(ops.cast(x, query.dtype), (0, 2, 1, 3))
 
     output = ops.dot_product_attention(
         heads_last(query),
@@ -184,12 +168,30 @@ def _stacked_attention(query, area_key, value, mask, layout, *, value_mode, temp
         scale=1.0 / temperature,
     )
     output = ops.transpose(output, (0, 2, 1, 3))
-    if allowed is not None:
-        anything = ops.any(allowed, axis=-1, keepdims=True)
-        output = ops.where(anything, output, ops.zeros_like(output))
-    if queries is not None and queries % 2 and allowed is not None:
-        output = output[:, :, :queries]
-    return output
+    if allowed is None:
+        return output
+    anything = ops.any(allowed, axis=-1, keepdims=True)
+    output = ops.where(anything, output, ops.zeros_like(output))
+    return output[:, :, :queries] if queries is not None else output
+
+
+def _as_cudnn_takes_masks(query, area_key, area_value, allowed):
+    """cuDNN's flash attention takes a mask only as a bias of the full
+    `[Lq, |R|]` extent, and in training only with even lengths (otherwise
+    Keras falls back to XLA): broadcasts the area mask over the queries and
+    appends one masked dummy area and/or query row where a length is odd
+    (the caller drops the dummy query's output)."""
+    queries, areas = query.shape[-2], area_key.shape[-2]
+    allowed = ops.broadcast_to(allowed, tuple(ops.shape(allowed)[:2]) + (queries, areas))
+    allowed = ops.cast(allowed, "int8")
+    one_more = [[0, 0], [0, 0], [0, 1], [0, 0]]  # on axis 2
+    if areas % 2:
+        area_key, area_value = ops.pad(area_key, one_more), ops.pad(area_value, one_more)
+        allowed = ops.pad(allowed, [[0, 0], [0, 0], [0, 0], [0, 1]])
+    if queries % 2:
+        query = ops.pad(query, one_more)
+        allowed = ops.pad(allowed, one_more)
+    return query, area_key, area_value, allowed > 0
 
 
 def _check_mask(mask, length):
