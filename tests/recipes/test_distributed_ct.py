@@ -1,5 +1,6 @@
 """`train --distribute data_parallel` of the translation and captioning
-recipes on 2 devices of this CPU (issue 23; docs/distributed.md).
+recipes on 2 devices of this CPU, and of translation in 2 JAX processes
+(issue 23; docs/distributed.md).
 
 Device counts are fixed when a backend starts, so the runs happen in
 three subprocesses started together: JAX (2 forced host devices) trains
@@ -13,6 +14,7 @@ same per-step losses (the translation batches have 11 rows, padded to
 
 import csv
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -103,14 +105,14 @@ LOSS_CHECK = textwrap.dedent(
 )
 
 
-def _start(backend, commands):
+def _start(backend, commands, devices=2):
     import json
 
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     if backend == "jax":
         # Also for the one-device run: without a distribution, JAX trains
         # on its first device.
-        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     return subprocess.Popen(
         [sys.executable, "-c", DRIVER, json.dumps(commands)], cwd=ROOT, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -159,8 +161,29 @@ def runs(data, tmp_path_factory):
                               caption("caption_tf", *TWO, "--scst_steps", "0")]),
         _start("tensorflow", [["code", LOSS_CHECK, None]]),
     ]
-    (_, jax_err), _, (tf_out, tf_err), (loss_out, _) = [_finish(p) for p in processes]
-    return dict(root=root, jax_err=jax_err, tf_out=tf_out, tf_err=tf_err, loss_out=loss_out)
+    # The several-hosts form on one machine: two processes of one device
+    # each, one command per process, one run folder.
+    address = f"localhost:{_free_port()}"
+    for process in range(2):
+        several = ("--distribute", "data_parallel", "--coordinator_address", address,
+                   "--num_processes", "2", "--process_id", str(process))
+        processes.append(_start("jax", [translate("translate_processes", *several)], devices=1))
+    try:
+        finished = [_finish(p) for p in processes]
+    finally:  # after a failure: nothing left running
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    (_, jax_err), _, (tf_out, tf_err), (loss_out, _) = finished[:4]
+    return dict(root=root, jax_err=jax_err, tf_out=tf_out, tf_err=tf_err, loss_out=loss_out,
+                process_errs=[err for _, err in finished[4:]])
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
 
 
 def test_translation_on_two_jax_devices_matches_one(runs):
@@ -176,6 +199,26 @@ def test_translation_on_two_jax_devices_matches_one(runs):
     # docstring of recipes.translate.commands): close, not equal.
     np.testing.assert_allclose(two["val_loss"], one["val_loss"], rtol=1e-2)
     assert "data parallel over 2 devices" in runs["jax_err"]
+
+
+def test_translation_in_two_jax_processes_matches_one_device(runs):
+    """`--coordinator_address/--num_processes/--process_id`, one command per
+    process: every step's loss and accuracy and the final weights are the
+    one-device run's; only process 0 writes the run folder."""
+    for err in runs["process_errs"]:
+        assert "data parallel over 2 devices in 2 process(es)" in err
+    one = runs["root"] / "translate_one"
+    several = runs["root"] / "translate_processes"
+    first, second = _history(one / "history.csv"), _history(several / "history.csv")
+    assert len(first["loss"]) == len(second["loss"]) == 2
+    for name in ("loss", "accuracy"):
+        np.testing.assert_allclose(second[name], first[name], rtol=1e-5, err_msg=name)
+    a = test_caption.weights_of(one / "checkpoints" / "ckpt-0002.weights.h5")
+    b = test_caption.weights_of(several / "checkpoints" / "ckpt-0002.weights.h5")
+    assert sorted(a) == sorted(b) and len(a) > 10
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert not list(several.glob("*.partial*"))
 
 
 def test_captioning_trains_both_phases_on_two_jax_devices(runs):
