@@ -3,13 +3,15 @@ recipes on 2 devices of this CPU, and of translation in 2 JAX processes
 (issue 23; docs/distributed.md).
 
 Device counts are fixed when a backend starts, so the runs happen in
-three subprocesses started together: JAX (2 forced host devices) trains
-the tiny translation run on one device and on 2, JAX trains the tiny
-captioner on 2 through both phases, and TensorFlow (the CPU split into 2
+subprocesses started together: JAX (2 forced host devices) trains the
+tiny translation run on one device and on 2, JAX trains the tiny
+captioner on 2 through both phases, TensorFlow (the CPU split into 2
 logical devices) refuses `--jit on`, then trains the captioner's
-cross-entropy phase under MirroredStrategy. Dropout is off, so one device and two must give the
-same per-step losses (the translation batches have 11 rows, padded to
-12).
+cross-entropy phase under MirroredStrategy, another TensorFlow process
+checks the padded loss under MirroredStrategy, and two JAX processes of
+one device each train the translation run together. Dropout is off, so
+one device and two must give the same per-step losses (the translation
+batches have 11 rows, padded to 12).
 """
 
 import csv
