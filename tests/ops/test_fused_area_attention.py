@@ -130,8 +130,10 @@ def test_gradients_match_the_fast_path(layout_name, mask_kind, value_mode):
     options = dict(value_mode=value_mode, **_kw(layout))
     fused = _loss(lambda q, k, v: fused_area_attention(q, k, v, mask, **BLOCKS, **options), weights)
     fast = _loss(lambda q, k, v: area_attention(q, k, v, mask, **options), weights)
-    got = jax.grad(fused, argnums=(0, 1, 2))(q, k, v)
-    want = jax.grad(fast, argnums=(0, 1, 2))(q, k, v)
+    # Compiled: eager JAX would dispatch every step of the interpreted
+    # kernels one by one (several times slower on CI's 2 cores).
+    got = jax.jit(jax.grad(fused, argnums=(0, 1, 2)))(q, k, v)
+    want = jax.jit(jax.grad(fast, argnums=(0, 1, 2)))(q, k, v)
     for name, a, b in zip("qkv", got, want):
         assert np.isfinite(np.asarray(a)).all(), name
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5, err_msg=name)
