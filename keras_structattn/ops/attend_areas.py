@@ -107,23 +107,23 @@ def _resolve(implementation, fusable, stackable=False):
     return "fused"
 
 
-def _stackable(
-    query, value, layout, value_mode, top_k_areas, return_weights, training,
-    dropout_rate,
-):
-    """Whether the settings allow the stacked path: ordinary attention over
-    the area memory (no top-k, weights or dropout there), `sum`/`mean`
-    values, and equal static key and value depths (flash attention's and
-    `jax.nn.dot_product_attention`'s requirement)."""
+def _plain_settings(layout, value_mode, top_k_areas, return_weights, training, dropout_rate):
+    """Whether the call is plain attention over areas, as the fused kernel
+    and the stacked path compute it: a static layout, `sum`/`mean` values,
+    no top-k, no returned weights and no dropout in training."""
     return (
         layout is not None
         and value_mode in ("sum", "mean")
         and top_k_areas == 0
         and not return_weights
         and not (training and dropout_rate > 0)
-        and query.shape[-1] is not None
-        and query.shape[-1] == value.shape[-1]
     )
+
+
+def _equal_depths(query, value):
+    """Static and equal key and value depths: what flash attention and
+    `jax.nn.dot_product_attention` take (a condition of the stacked path)."""
+    return query.shape[-1] is not None and query.shape[-1] == value.shape[-1]
 
 
 def _stacked_attention(query, area_key, value, mask, layout, *, value_mode, temperature):
@@ -535,14 +535,13 @@ def area_attention(
         and top_k_areas == 0
         and not return_weights
     )
-    stackable = _stackable(
-        query, value, layout, value_mode, top_k_areas, return_weights,
-        training, dropout_rate,
+    plain = _plain_settings(
+        layout, value_mode, top_k_areas, return_weights, training, dropout_rate
     )
     kernel = _resolve(
         implementation,
-        fusable and layout is not None and not (training and dropout_rate > 0),
-        stackable,
+        fusable=plain and key_mode == "mean",
+        stackable=plain and _equal_depths(query, value),
     )
     if kernel == "stacked":
         keys = area_keys(key, key_mode, training=training, seed=seed, **layout_args)
@@ -735,11 +734,12 @@ def attend_to_areas(
         raise _dynamic_length_error("`attend_to_areas` needs the area count.")
     # Caller-made area keys: no Pallas kernel for them; the stacked path
     # takes them as they are, the fast path folds values.
-    stackable = _stackable(
-        query, value, layout, value_mode, top_k_areas, return_weights,
-        training, dropout_rate,
+    plain = _plain_settings(
+        layout, value_mode, top_k_areas, return_weights, training, dropout_rate
     )
-    implementation = _resolve(implementation, fusable=False, stackable=stackable)
+    implementation = _resolve(
+        implementation, fusable=False, stackable=plain and _equal_depths(query, value)
+    )
     if area_key.shape[-2] != layout.num_areas:
         raise ValueError(
             f"`area_key` must have {layout.num_areas} areas (axis -2) for a "
