@@ -172,12 +172,57 @@ def output_folder(text):
     return text
 
 
-def add_epoch_training_flags(parser, epochs_help="default: the hparams' epochs"):
+def add_command_argument(parser, commands):
+    """The recipe's `command` (default `train`), `curves` among the choices,
+    and the run folders `curves` draws (`curves RUN [RUN ...]`)."""
+    parser.add_argument("command", nargs="?", default="train", choices=(*commands, "curves"))
+    parser.add_argument("runs", nargs="*", metavar="RUN",
+                        help="curves: the run folders to draw on one figure")
+
+
+def early_stopping_type(metrics):
+    """The flag type of `--early_stopping METRIC[:PATIENCE]`: `(metric,
+    patience)`, METRIC one of `metrics`, PATIENCE >= 1 (default 3)."""
+    def parse(text):
+        metric, _, patience = text.partition(":")
+        if metric not in metrics:
+            raise argparse.ArgumentTypeError(
+                f"{metric!r} is not a validation metric of this recipe: {', '.join(metrics)}")
+        return metric, positive_int(patience) if patience else 3
+
+    return parse
+
+
+def add_budget_flags(group, metrics, train_steps=False):
+    """How long `train` runs, beside the recipe's steps or epochs:
+    `--early_stopping METRIC[:PATIENCE]` on a validation metric of
+    `metrics`, `--max_minutes`, `--warmup_fraction`, and `--train_steps`
+    where the recipe counts epochs (`train_steps=True`). They may change
+    when a run resumes (docs/recipes.md, "Budgets")."""
+    if train_steps:
+        group.add_argument("--train_steps", type=positive_int, default=None,
+                           help="stop at this many optimizer steps (default: the epochs decide)")
+    group.add_argument(
+        "--early_stopping", type=early_stopping_type(metrics), default=None,
+        metavar="METRIC[:PATIENCE]",
+        help=f"stop after PATIENCE (default 3) checkpoints without a better validation METRIC "
+             f"({', '.join(metrics)}); the best checkpoint is kept and evaluated")
+    group.add_argument("--max_minutes", type=positive_float, default=None,
+                       help="end training cleanly (checkpoint, evaluation) after N minutes")
+    group.add_argument("--warmup_fraction", type=unit_interval, default=None,
+                       help="the learning-rate warm-up as a fraction of the step budget "
+                            "(default: the hparams', at most half the budget)")
+
+
+def add_epoch_training_flags(parser, metrics, epochs_help="default: the hparams' epochs"):
     """The training flags of the recipes that train in epochs (VQA,
-    grounding): `--epochs`, `--batch_size`, `--keep_checkpoints`, `--jit`,
-    `--no_eval`, `--verbose`; they may change when a run resumes."""
+    grounding, TextVQA): `--epochs`, the budget flags (`add_budget_flags`
+    with early stopping on one of `metrics`), `--batch_size`,
+    `--keep_checkpoints`, `--jit`, `--no_eval`, `--verbose`; they may
+    change when a run resumes."""
     train = parser.add_argument_group("training (may change when a run resumes)")
     train.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
+    add_budget_flags(train, metrics, train_steps=True)
     train.add_argument("--batch_size", type=positive_int, default=None,
                        help="default: the hparams' batch_size")
     train.add_argument("--keep_checkpoints", type=positive_int, default=3)
@@ -269,6 +314,13 @@ def execute(parser, argv, run, check=None):
     """
     global _results
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) == "curves":
+        from recipes import _curves
+
+        return _curves.command(args)
+    if getattr(args, "runs", None):
+        raise UsageError(f"unrecognized arguments: {' '.join(args.runs)} (see {parser.prog} "
+                         "--help)")
     if check is not None:
         check(args)
     _check_distribution(args)

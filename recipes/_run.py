@@ -217,35 +217,3 @@ def history_from_csv(path):
             history.setdefault(name, []).append(value)
     return {name: values for name, values in history.items()
             if any(v is not None for v in values)}
-
-
-def fit_callbacks(output_dir, history_name, checkpoint_folder, logs_name, keep=3):
-    """The callbacks of a recipe's resumable `fit`: CSV history (appended
-    across resumes), per-epoch checkpoints (`EpochCheckpoints`, the newest
-    `keep`) and TensorBoard logs when TensorFlow is installed.
-
-    Args:
-        output_dir: the run folder.
-        history_name: the CSV file name (`history.csv`).
-        checkpoint_folder: the checkpoints' folder name.
-        logs_name: the TensorBoard folder name.
-        keep: checkpoints to keep.
-
-    Returns:
-        A list of Keras callbacks.
-    """
-    import keras
-
-    from keras_structattn.callbacks import EpochCheckpoints
-
-    callbacks = [
-        keras.callbacks.CSVLogger(os.path.join(output_dir, history_name), append=True),
-        EpochCheckpoints(os.path.join(output_dir, checkpoint_folder), keep=keep),
-    ]
-    try:
-        import tensorflow  # noqa: F401  (Keras' TensorBoard callback writes with it)
-    except ImportError:
-        print("[train] no TensorFlow: no TensorBoard logs (the history CSV has the metrics)")
-    else:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, logs_name)))
-    return callbacks

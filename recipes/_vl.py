@@ -11,12 +11,11 @@ import keras
 import numpy as np
 
 from keras_structattn import hparams as hparams_lib
-from keras_structattn.callbacks import restore_latest
 from keras_structattn.data import image_features
 from recipes import _cli
+from recipes import _engine
 from recipes import _replicas
 from recipes._run import RunFolder
-from recipes._run import fit_callbacks
 from recipes._run import history_from_csv
 from recipes._run import write_json
 
@@ -292,9 +291,10 @@ def validation_batches(count, batch_size, make_batch, replicas):
 
 
 def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None,
-                  replicas=None):
-    """`model.fit` to `epochs` epochs of `per_epoch` steps, resumed from the
-    newest checkpoint in DIR/checkpoints; CSV history, TensorBoard logs.
+                  replicas=None, scores=None):
+    """The engine's `fit` (`recipes._engine`) to `epochs` epochs of
+    `per_epoch` steps (or `--train_steps`), resumed from the newest
+    checkpoint in DIR/checkpoints.
 
     Call it inside `replicas.scope()` (the checkpoint's optimizer state is
     built there). With several processes every one restores the checkpoint
@@ -303,46 +303,40 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
 
     Args:
         model: the compiled model.
-        args: the flags (`output_dir`, `keep_checkpoints`, `verbose`).
+        args: the flags.
         train_batches: `train_batches(start_step)` -> a batch generator.
         per_epoch: steps per epoch.
         epochs: the epochs to reach.
         validation: optional validation data for `fit`.
         replicas: the run's `Replicas` (None: one device).
+        scores: the task's validation scores (`_engine.ScoresHook`), or None.
     """
-    epochs_done = restore_latest(model, os.path.join(args.output_dir, CHECKPOINTS))
-    if epochs_done >= epochs:
-        print(f"[train] already {epochs_done} epochs (--epochs {epochs})")
-        return
-    done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    if epochs_done:
-        print(f"[train] resuming at epoch {epochs_done + 1} (step {done})")
-    def make_writers():
-        return fit_callbacks(args.output_dir, "history.csv", CHECKPOINTS, "logs",
-                             keep=args.keep_checkpoints)
-
-    # Every process of a multi-process run saves (JAX's saves are collective);
-    # process 0 into the run folder (`_replicas.writers`).
-    writers = make_writers() if replicas is None else _replicas.writers(replicas, make_writers)
-    train_data = train_batches(done)
+    _engine.check_task_score(args, replicas, scores)
+    data = train_batches
     if replicas is not None and replicas.strategy is not None:
         # Made anew for each of fit's iterators, and split evenly over the
         # replicas (`_replicas.restarting`).
-        train_data = _replicas.restarting(lambda: train_batches(done), rebatch=True)
+        def data(done):
+            return _replicas.restarting(lambda: train_batches(done), rebatch=True)
+
         if validation is not None:
             ordered = validation
             validation = _replicas.restarting(
                 lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
-    model.fit(
-        train_data,
-        steps_per_epoch=per_epoch,
-        epochs=epochs,
-        initial_epoch=epochs_done,
-        validation_data=validation,
-        shuffle=False,  # epoch_batches shuffles (seeded, resumable) itself
-        callbacks=[*writers, keras.callbacks.TerminateOnNaN()],
-        verbose=args.verbose,
-    )
+    _engine.fit(model, args, data, per_epoch=per_epoch, epochs=epochs,
+                total_steps=args.train_steps, validation=validation, replicas=replicas,
+                scores=scores)
+
+
+def schedule_steps(args, hparams, per_epoch):
+    """The factor mapping the hparams' epoch schedule onto this run's
+    budget (`_engine.schedule_scale`): `--epochs` and `--train_steps`
+    against the hparams' epochs."""
+    planned = hparams.epochs * per_epoch
+    budget = (args.epochs or hparams.epochs) * per_epoch
+    if args.train_steps:
+        budget = min(budget, args.train_steps)
+    return _engine.schedule_scale(planned, budget)
 
 
 def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args):
@@ -353,9 +347,12 @@ def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args
     loss, metrics, ... Call it inside `replicas.scope()`."""
     from keras_structattn.schedules import StepWarmupDecay
 
+    # Warm-up and decay epochs as fractions of the budget: the schedule's
+    # epoch is `per_epoch` steps scaled to the run's length.
+    scaled_epoch = max(1, round(per_epoch * schedule_steps(args, hparams, per_epoch)))
     model.compile(
         optimizer=keras.optimizers.Adam(
-            StepWarmupDecay(hparams.learning_rate, per_epoch,
+            StepWarmupDecay(hparams.learning_rate, scaled_epoch,
                             warmup_epochs=hparams.warmup_epochs,
                             decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate),
             beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
@@ -381,9 +378,13 @@ def jit_flag(args, replicas=None):
 
 
 def newest_weights(args):
-    """--weights, else the newest readable checkpoint of the run."""
+    """--weights, else the best checkpoint (`--early_stopping`), else the
+    newest readable checkpoint of the run."""
     from keras_structattn import checkpoints as checkpoints_lib
 
     if args.weights:
         return args.weights
+    best = _engine.Phase().best_weights(args.output_dir)
+    if best:
+        return best
     return checkpoints_lib.latest_checkpoint(os.path.join(args.output_dir, CHECKPOINTS))

@@ -73,6 +73,8 @@ MODELS = {
 }
 DICTIONARY_INITS = ("kmeans", "uniform")
 COMMANDS = ("train", "evaluate", "decode", "score", "visualize", "extract")
+# What --early_stopping may watch (each as val_<metric>).
+VALIDATION_METRICS = ("loss", "accuracy", "cider")
 # Commands that need a trained run in --output_dir.
 RUN_COMMANDS = ("evaluate", "decode", "visualize")
 SPLITS = ("train", "val", "test")
@@ -101,7 +103,7 @@ def build_parser():
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],
     )
-    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    _cli.add_command_argument(parser, COMMANDS)
     parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
     run = parser.add_argument_group(
         "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
@@ -166,6 +168,7 @@ def build_parser():
                        "or its greedy caption")
     train.add_argument("--scst_learning_rate", type=_cli.positive_float, default=5e-5)
     train.add_argument("--steps_per_checkpoint", type=_cli.positive_int, default=250)
+    _cli.add_budget_flags(train, VALIDATION_METRICS)
     train.add_argument("--keep_checkpoints", type=_cli.positive_int, default=3)
     train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
                        help="jit_compile for fit (auto: Keras' choice)")

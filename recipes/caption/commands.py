@@ -16,6 +16,7 @@ the whole of a `train_on_batch` batch on every replica, which the loss
 the one-device step at the cost of computing it on each replica.
 """
 
+import argparse
 import itertools
 import json
 import math
@@ -30,8 +31,6 @@ import numpy as np  # noqa: E402
 from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
 from keras_structattn import hparams as hparams_lib  # noqa: E402
 from keras_structattn import self_critical  # noqa: E402
-from keras_structattn.callbacks import StopAtStep  # noqa: E402
-from keras_structattn.callbacks import restore_latest  # noqa: E402
 from keras_structattn.data import coco_captions  # noqa: E402
 from keras_structattn.data import image_features  # noqa: E402
 from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
@@ -50,9 +49,9 @@ from models.captioner import TransformerCaptioner  # noqa: E402
 from models.catt_captioner import CATTCaptioner  # noqa: E402
 from models.updown import UpDownCaptioner  # noqa: E402
 from recipes import _cli  # noqa: E402
+from recipes import _engine  # noqa: E402
 from recipes import _replicas  # noqa: E402
 from recipes._run import RunFolder  # noqa: E402
-from recipes._run import fit_callbacks  # noqa: E402
 from recipes._run import history_from_csv  # noqa: E402
 from recipes._run import write_atomically  # noqa: E402
 from recipes._run import write_json  # noqa: E402
@@ -75,6 +74,9 @@ MODEL_CLASSES = {
 }
 VOCAB_FILE = "vocab.json"
 XE_DIR, SCST_DIR = "checkpoints", "scst_checkpoints"
+# The two training phases' files (`recipes._engine`).
+XE_PHASE = _engine.Phase(XE_DIR, "history.csv", "logs/xe")
+SCST_PHASE = _engine.Phase(SCST_DIR, "scst_history.csv", "logs/scst", best="scst_best")
 # The metrics printed, in pycocoevalcap's names and order.
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE")
 
@@ -328,12 +330,16 @@ def load_trained(args):
 
 
 def newest_weights(args):
-    """The newest readable checkpoint: self-critical if any, else cross-entropy."""
-    for folder in (SCST_DIR, XE_DIR):
+    """The weights of the last phase trained, self-critical if any, else
+    cross-entropy: its best checkpoint (`--early_stopping`), else its newest
+    readable one."""
+    for phase in (SCST_PHASE, XE_PHASE):
         try:
-            return checkpoints_lib.latest_checkpoint(os.path.join(args.output_dir, folder))
+            newest = checkpoints_lib.latest_checkpoint(
+                os.path.join(args.output_dir, phase.checkpoints))
         except FileNotFoundError:
             continue
+        return phase.best_weights(args.output_dir) or newest
     raise FileNotFoundError(f"No readable checkpoints in {args.output_dir}/{XE_DIR}")
 
 
@@ -428,16 +434,6 @@ def fed(replicas, batch):
     return batch
 
 
-def _callbacks(args, history_name, checkpoint_folder, logs_name, replicas):
-    """The history, checkpoint and log writers (`_replicas.writers`)."""
-    return _replicas.writers(replicas, lambda: fit_callbacks(
-        args.output_dir, history_name, checkpoint_folder, logs_name, keep=args.keep_checkpoints))
-
-
-def steps_done(model):
-    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-
-
 # ------------------------------------------------------------------ train
 
 
@@ -470,7 +466,9 @@ def train(args):
         model.compile(
             optimizer=keras.optimizers.Adam(
                 WarmupRsqrtDecay(hparams.learning_rate_constant,
-                                 hparams.learning_rate_warmup_steps, hparams.hidden_size),
+                                 _engine.warmup_steps(hparams.learning_rate_warmup_steps, args,
+                                                      args.train_steps),
+                                 hparams.hidden_size),
                 beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
                 epsilon=hparams.optimizer_adam_epsilon,
             ),
@@ -515,16 +513,10 @@ def train(args):
 
 
 def train_cross_entropy(args, settings, splits, vocab, model, batch_size, replicas):
-    """Label-smoothed cross-entropy with `model.fit`, resumable; each
-    process feeds its rows of every batch."""
-    epochs_done = restore_latest(model, os.path.join(args.output_dir, XE_DIR))
-    done = steps_done(model)
-    if done >= args.train_steps:
-        print(f"[train] cross-entropy: already {done} steps (--train_steps {args.train_steps})")
-        return
-    if epochs_done:
-        print(f"[train] resuming cross-entropy at step {done}")
-    else:
+    """Label-smoothed cross-entropy with the engine's `fit`, resumable;
+    each process feeds its rows of every batch."""
+    if not checkpoints_lib.checkpoint_paths(os.path.join(args.output_dir, XE_DIR),
+                                            readable_only=True):
         # A fresh model (a checkpoint holds fitted dictionaries already).
         init_dictionaries(model, splits["train"], vocab, settings, batch_size)
     print(f"[train] cross-entropy: {len(splits['train'].records)} images, batches of "
@@ -535,24 +527,41 @@ def train_cross_entropy(args, settings, splits, vocab, model, batch_size, replic
                                        replicas=replicas)
         validation = validation if len(validation) else None
 
-    def batches():
-        return (fed(replicas, batch) for batch in xe_batches(
-            splits["train"], vocab, settings, batch_size, settings["seed"], start=done))
+    def data(done):
+        def batches():
+            return (fed(replicas, batch) for batch in xe_batches(
+                splits["train"], vocab, settings, batch_size, settings["seed"], start=done))
 
-    model.fit(
         # Under MirroredStrategy, `fit` peeks with an iterator of its own,
         # whose read-ahead of a generator would be lost: each iterator
         # restarts at step `done` instead.
-        _replicas.restarting(batches) if replicas.strategy is not None else batches(),
-        steps_per_epoch=args.steps_per_checkpoint,
-        epochs=epochs_done + math.ceil((args.train_steps - done) / args.steps_per_checkpoint),
-        initial_epoch=epochs_done,
-        validation_data=validation,
-        shuffle=False,  # xe_batches shuffles (seeded, resumable) itself
-        callbacks=[*_callbacks(args, "history.csv", XE_DIR, "logs/xe", replicas),
-                   StopAtStep(args.train_steps), keras.callbacks.TerminateOnNaN()],
-        verbose=args.verbose,
-    )
+        return _replicas.restarting(batches) if replicas.strategy is not None else batches()
+
+    scores = val_cider_hook(args, splits, vocab, settings)
+    _engine.check_task_score(args, replicas, scores)
+    _engine.fit(model, args, data, per_epoch=args.steps_per_checkpoint,
+                total_steps=args.train_steps, validation=validation, replicas=replicas,
+                phase=XE_PHASE, scores=scores, name="cross-entropy")
+
+
+def val_cider_hook(args, splits, vocab, settings):
+    """The validation score `--early_stopping cider` watches: CIDEr-D of
+    greedy captions of the validation images against their references
+    (document frequencies of the validation references themselves, as the
+    COCO evaluation computes them)."""
+    def compute(model):
+        if "val" not in splits:
+            raise _cli.UsageError("--early_stopping cider needs validation captions")
+        val = splits["val"]
+        greedy = argparse.Namespace(beam_size=1, alpha=args.alpha,
+                                    decode_batch_size=args.decode_batch_size)
+        captions = caption_images((model, vocab, settings, None), val.store, val.image_ids,
+                                  greedy)
+        cider = CiderD({r.image_id: r.tokens for r in val.records})
+        return {"cider": float(np.mean(cider.scores(
+            val.image_ids, [c.split() for c in captions])))}
+
+    return _engine.ScoresHook(("cider",), compute)
 
 
 def init_dictionaries(model, split, vocab, settings, batch_size):
@@ -591,13 +600,6 @@ def train_self_critical(args, settings, splits, vocab, model, jit, replicas):
         loss=PaddedCrossEntropy(0.0),
         jit_compile=jit,
     )
-    # Without self-critical checkpoints the model holds the newest
-    # cross-entropy weights (`train_cross_entropy` trained or restored them).
-    epochs_done = restore_latest(model, os.path.join(args.output_dir, SCST_DIR))
-    done = steps_done(model)
-    if done >= args.scst_steps:
-        print(f"[train] self-critical: already {done} steps (--scst_steps {args.scst_steps})")
-        return
     cider = CiderD({r.image_id: r.tokens for r in train_split.records})
     length = settings["max_caption_length"] + 1
     samples, images = args.scst_samples, args.scst_images
@@ -606,37 +608,18 @@ def train_self_critical(args, settings, splits, vocab, model, jit, replicas):
     draw = self_critical.sampler(model, samples)
     greedy = (compiled_generate(model, max_decode_length=length, beam_size=1)
               if args.scst_baseline == "greedy" else None)
-    print(f"[train] self-critical from step {done}: {images} images x {samples} samples, "
+    print(f"[train] self-critical: {images} images x {samples} samples, "
           f"{args.scst_baseline} baseline, CIDEr-D reward")
-    spc = args.steps_per_checkpoint
-    epochs = epochs_done + math.ceil((args.scst_steps - done) / spc)
-    callbacks = keras.callbacks.CallbackList(
-        _callbacks(args, "scst_history.csv", SCST_DIR, "logs/scst", replicas)
-        + [StopAtStep(args.scst_steps), keras.callbacks.TerminateOnNaN()],
-        add_history=True, add_progbar=args.verbose != 0, model=model,
-        epochs=epochs, steps=spc, verbose=args.verbose,
-    )
-    model.stop_training = False
-    callbacks.on_train_begin()
-    step = done
-    for epoch in range(epochs_done, epochs):
-        callbacks.on_epoch_begin(epoch)
-        totals = {}
-        for batch in range(spc):
-            callbacks.on_train_batch_begin(batch)
-            logs = self_critical_step(model, train_split, settings, vocab, cider, draw, greedy,
-                                      args, step, replicas)
-            step += 1
-            for name, value in logs.items():
-                totals[name] = totals.get(name, 0.0) + value
-            callbacks.on_train_batch_end(batch, logs)
-            if model.stop_training:
-                break
-        epoch_logs = {name: value / (batch + 1) for name, value in totals.items()}
-        callbacks.on_epoch_end(epoch, epoch_logs)
-        if model.stop_training:
-            break
-    callbacks.on_train_end()
+    scores = val_cider_hook(args, splits, vocab, settings)
+    _engine.check_task_score(args, replicas, scores)
+    # Without self-critical checkpoints the model holds the cross-entropy
+    # weights (`train_cross_entropy` trained or restored them).
+    _engine.fit_steps(
+        model, args,
+        lambda model, step: self_critical_step(model, train_split, settings, vocab, cider,
+                                               draw, greedy, args, step, replicas),
+        per_epoch=args.steps_per_checkpoint, total_steps=args.scst_steps, replicas=replicas,
+        phase=SCST_PHASE, scores=scores, name="self-critical")
 
 
 def self_critical_step(model, split, settings, vocab, cider, draw, greedy, args, step,

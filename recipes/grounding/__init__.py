@@ -50,6 +50,8 @@ from recipes import _world
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "grounding_shapes_world")
 COMMANDS = ("train", "evaluate", "predict", "visualize")
+# What --early_stopping may watch (each as val_<metric>).
+VALIDATION_METRICS = ("loss", "accuracy")
 RUN_COMMANDS = ("evaluate", "predict", "visualize")
 RUN_DEFAULTS = dict(hparams_set=None, seed=1, target="iou", iou_threshold=0.5)
 WORLD_SET, PAPER_SET = "muan_grounding_tiny", "muan_grounding_base"
@@ -62,7 +64,7 @@ def build_parser():
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],
     )
-    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    _cli.add_command_argument(parser, COMMANDS)
     parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
     run = parser.add_argument_group(
         "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
@@ -95,7 +97,7 @@ def build_parser():
                       "instead of stopping at the first")
     _world.add_world_flags(data)
 
-    _cli.add_epoch_training_flags(parser)
+    _cli.add_epoch_training_flags(parser, VALIDATION_METRICS)
     _cli.add_distribution_flags(parser)
 
     out = parser.add_argument_group("evaluation, prediction and pictures")

@@ -59,6 +59,8 @@ DEFAULT_OUTPUT_DIR = os.path.join("runs", "textvqa_shapes_world")
 MODELS = ("m4c", "sa_m4c")
 GRAPHS = ("spatial", "random")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
+# What --early_stopping may watch (each as val_<metric>).
+VALIDATION_METRICS = ("loss", "accuracy")
 RUN_COMMANDS = ("evaluate", "predict", "visualize")
 SPLITS = ("train", "val", "test")
 RUN_DEFAULTS = dict(model="m4c", graph="spatial", hparams_set=None, seed=1)
@@ -74,7 +76,7 @@ def build_parser():
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],
     )
-    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    _cli.add_command_argument(parser, COMMANDS)
     parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
     run = parser.add_argument_group(
         "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
@@ -112,7 +114,8 @@ def build_parser():
                       "features instead of stopping at the first")
     _world.add_world_flags(data, train=1500, val=150, test=400)
 
-    _cli.add_epoch_training_flags(parser, "default: the hparams' epochs (89 for the papers')")
+    _cli.add_epoch_training_flags(
+        parser, VALIDATION_METRICS, "default: the hparams' epochs (89 for the papers')")
     _cli.add_distribution_flags(parser)
 
     out = parser.add_argument_group("evaluation, prediction and scoring")

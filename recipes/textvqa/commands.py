@@ -371,16 +371,21 @@ class Encoded:
 # ------------------------------------------------------------------ train
 
 
-def compile_model(model, hparams, args, replicas=None):
+def compile_model(model, hparams, args, per_epoch, replicas=None):
     """Adam under M4C's warm-up and step decay, gradients clipped to the
     global norm `clip_norm` (mmf's `max_grad_l2_norm`), --jit under
-    `replicas` (`_vl.jit_flag`)."""
+    `replicas` (`_vl.jit_flag`). The warm-up and decay steps are fractions
+    of the run's budget (`_vl.schedule_steps`)."""
     from keras_structattn.schedules import LinearWarmupMultiStepDecay
 
+    scale = _vl.schedule_steps(args, hparams, per_epoch)
+    decay_steps = ",".join(str(max(1, round(int(s) * scale)))
+                           for s in str(hparams.decay_steps).split(",") if s.strip())
     model.compile(
         optimizer=keras.optimizers.Adam(
-            LinearWarmupMultiStepDecay(hparams.learning_rate, hparams.warmup_steps,
-                                       hparams.warmup_factor, hparams.decay_steps,
+            LinearWarmupMultiStepDecay(hparams.learning_rate,
+                                       max(1, round(hparams.warmup_steps * scale)),
+                                       hparams.warmup_factor, decay_steps,
                                        hparams.decay_rate),
             beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
             epsilon=hparams.optimizer_adam_epsilon, global_clipnorm=hparams.clip_norm),
@@ -405,7 +410,7 @@ def train(args):
         epochs = args.epochs or hparams.epochs
         train_set = Encoded(splits["train"], question_vocab, answer_vocab, hparams, settings)
         per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
-        compile_model(model, hparams, args, replicas)
+        compile_model(model, hparams, args, per_epoch, replicas)
         print(f"[model] {settings['model']}"
               f"{' (random graph)' if settings.get('graph') == 'random' else ''}: "
               f"{model.count_params():,} parameters")

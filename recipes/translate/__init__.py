@@ -42,6 +42,8 @@ DEFAULT_HPARAMS_SET = "transformer_tiny_area"
 DEFAULT_LSTM_HPARAMS_SET = "lstm_area_attention_base"
 MODEL_TYPES = ("lstm", "transformer")
 COMMANDS = ("train", "evaluate", "decode", "average", "export", "record")
+# What --early_stopping may watch (each as val_<metric>).
+VALIDATION_METRICS = ("loss", "accuracy", "bleu")
 TRAINING_COMMANDS = ("train", "record")
 SPLITS = ("train", "dev", "test")
 # The settings that define a run (saved in run.json, checked on resume) and
@@ -56,7 +58,7 @@ def build_parser():
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],
     )
-    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    _cli.add_command_argument(parser, COMMANDS)
     parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
     run = parser.add_argument_group(
         "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
@@ -91,6 +93,7 @@ def build_parser():
     train.add_argument("--train_steps", type=_cli.positive_int, default=900,
                        help="train until the optimizer has taken this many steps")
     train.add_argument("--steps_per_checkpoint", type=_cli.positive_int, default=100)
+    _cli.add_budget_flags(train, VALIDATION_METRICS)
     train.add_argument("--keep_checkpoints", type=_cli.positive_int, default=5)
     train.add_argument(
         "--jit", choices=("auto", "on", "off"), default="auto",

@@ -22,7 +22,6 @@ reads the pipeline from its start whatever iterators Keras opens
 device.
 """
 
-import math
 import os
 import sys
 import time
@@ -35,9 +34,6 @@ import numpy as np  # noqa: E402
 
 from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
 from keras_structattn import hparams as hparams_lib  # noqa: E402
-from keras_structattn.callbacks import EpochCheckpoints  # noqa: E402
-from keras_structattn.callbacks import StopAtStep  # noqa: E402
-from keras_structattn.callbacks import restore_latest  # noqa: E402
 from keras_structattn.data import batching  # noqa: E402
 from keras_structattn.data import parallel_text  # noqa: E402
 from keras_structattn.data import recorded as recorded_lib  # noqa: E402
@@ -55,6 +51,7 @@ from keras_structattn.translation import translate_sentences  # noqa: E402
 from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 from recipes import _cli  # noqa: E402
+from recipes import _engine  # noqa: E402
 from recipes import _replicas  # noqa: E402
 from recipes._run import RunFolder  # noqa: E402
 from recipes._run import history_from_csv  # noqa: E402
@@ -244,7 +241,8 @@ def prepare_run(args, run, settings, hparams, train_pairs, write=True):
 
 def choose_weights(args, run):
     """The weights to decode with: `--weights`, else the averaged weights if
-    they average the newest checkpoint, else the newest readable checkpoint."""
+    they average the newest checkpoint, else the best checkpoint of early
+    stopping, else the newest readable checkpoint."""
     if args.weights:
         return args.weights
     try:
@@ -256,6 +254,9 @@ def choose_weights(args, run):
         print(f"warning: {note}", file=sys.stderr)
     if averaged:
         return averaged
+    best = _engine.Phase().best_weights(args.output_dir)
+    if best:  # early stopping's best checkpoint
+        return best
     if newest is None:
         raise FileNotFoundError(f"No readable checkpoints in {checkpoint_dir(args)}")
     return newest
@@ -455,9 +456,10 @@ def train(args):
               f"`evaluate --output_dir {args.output_dir}` (one process)")
     elif not args.no_eval:
         # The model in memory holds the weights of the checkpoint just
-        # written (or restored): evaluate it as it is.
+        # written (or restored), or the best one: evaluate it as it is.
+        best = _engine.Phase().best_weights(args.output_dir) if args.early_stopping else None
         print(f"[model] the trained model in memory "
-              f"(= {os.path.basename(checkpoints(args)[-1])})")
+              f"(= {os.path.basename(best or checkpoints(args)[-1])})")
         evaluate(args, trained=(model, vocab, hparams))
     return model
 
@@ -469,13 +471,13 @@ def fit_run(args, replicas, jit):
         hparams, vocab, model, batches, validation = recorded_data(args, replicas)
         validation_steps = None if validation is None else len(validation)
     else:
-        data = training_data(args, replicas)
-        hparams, vocab, model = data.hparams, data.vocab, data.model
-        validation, validation_steps = data.validation, data.validation_steps
+        training = training_data(args, replicas)
+        hparams, vocab, model = training.hparams, training.vocab, training.model
+        validation, validation_steps = training.validation, training.validation_steps
 
     schedule = WarmupRsqrtDecay(
         hparams.learning_rate_constant,
-        hparams.learning_rate_warmup_steps,
+        _engine.warmup_steps(hparams.learning_rate_warmup_steps, args, args.train_steps),
         hparams.hidden_size,
     )
     model.compile(
@@ -490,81 +492,64 @@ def fit_run(args, replicas, jit):
         jit_compile=jit,
     )
     print(f"[model] {model.count_params():,} parameters")
+
     # A killed run resumes from its newest readable checkpoint (weights,
-    # optimizer state and dropout seeds, written atomically). Training is
+    # optimizer state and dropout seeds, written atomically); `data(done)`
+    # passes over the batches of the steps done, so that a resumed run
+    # reads the data in the order of an uninterrupted one. Training is
     # counted in optimizer steps, so that a run resumed with another
     # --steps_per_checkpoint still ends at --train_steps.
-    epochs_done = restore_latest(model, checkpoint_dir(args))
-    done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    if epochs_done:
-        print(f"[train] resuming at step {done} ({epochs_done} checkpoints so far)")
-    # The batches of the steps done are passed over, so that a resumed run
-    # reads the data in the order of an uninterrupted one.
+    def data(done):
+        if args.recorded and keras.backend.backend() == "tensorflow":
+            return replica_batches(batches.to_tf_dataset(start=done), replicas)
+        if args.recorded:
+            return (replica_rows(batch, replicas) for batch in batches.iterate(start=done))
+
+        def make():
+            return replica_batches(training.pipeline().skip(done), replicas)
+
+        if keras.backend.backend() == "tensorflow" and replicas.strategy is None:
+            return make()
+        # Keras' JAX `fit`, and TensorFlow's under a strategy, peek at a
+        # batch with an iterator of their own, then train on another: the
+        # batches `record` writes, on one device, only if each iterator
+        # starts the stream afresh.
+        return _replicas.restarting(make)
+
     if args.recorded and keras.backend.backend() == "tensorflow":
-        dataset = replica_batches(batches.to_tf_dataset(start=done), replicas)
         if validation is not None:
             validation = replica_batches(validation.to_tf_dataset(), replicas)
     elif args.recorded:
-        dataset = (replica_rows(batch, replicas) for batch in batches.iterate(start=done))
         if validation is not None and replicas.num_replicas > 1:
             validation = ReplicaRecording(validation, replicas)
-    else:
-        def make():
-            return replica_batches(data.pipeline().skip(done), replicas)
-
-        if keras.backend.backend() == "tensorflow" and replicas.strategy is None:
-            dataset = make()
-        else:
-            # Keras' JAX `fit`, and TensorFlow's under a strategy, peek at a
-            # batch with an iterator of their own, then train on another:
-            # the batches `record` writes, on one device, only if each
-            # iterator starts the stream afresh.
-            dataset = _replicas.restarting(make)
-        if validation is not None:
-            validation = replica_batches(validation, replicas)
+    elif validation is not None:
+        validation = replica_batches(validation, replicas)
     if replicas.strategy is not None and validation is not None:
         # MirroredStrategy's `fit` keeps its validation iterator from one
         # epoch to the next: repeated, each evaluation reads the next pass
         # (`validation_steps` batches, unshuffled: the same ones).
         validation = validation.repeat()
-    history_path = os.path.join(args.output_dir, "history.csv")
-    start = time.time()
-    if done >= args.train_steps:
-        print(f"[train] already trained {done} steps (--train_steps {args.train_steps})")
-        return model, vocab, hparams
-    def writers():
-        # The metrics of every epoch, also where TensorBoard is not
-        # available. Before the checkpoint: an epoch logged but not saved
-        # when killed is trained and logged again, and `history_from_csv`
-        # keeps its last row.
-        callbacks = [
-            keras.callbacks.CSVLogger(history_path, append=True),
-            EpochCheckpoints(checkpoint_dir(args), keep=args.keep_checkpoints),
-        ]
-        try:
-            import tensorflow  # noqa: F401  (Keras' TensorBoard callback writes with it)
-        except ImportError:
-            print("[train] no TensorFlow: no TensorBoard logs (history.csv has the metrics)")
-        else:
-            callbacks.append(keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")))
-        return callbacks
-
-    callbacks = [*_replicas.writers(replicas, writers), StopAtStep(args.train_steps),
-                 keras.callbacks.TerminateOnNaN()]
-    model.fit(
-        dataset,
-        steps_per_epoch=args.steps_per_checkpoint,
-        epochs=epochs_done + math.ceil((args.train_steps - done) / args.steps_per_checkpoint),
-        initial_epoch=epochs_done,
-        validation_data=validation,
-        validation_steps=validation_steps,
-        shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
-        callbacks=callbacks,
-        verbose=args.verbose,
-    )
-    steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    print(f"[train] {steps} steps ({time.time() - start:.0f} s in this command)")
+    scores = _engine.ScoresHook(("bleu",), lambda m: {"bleu": dev_bleu(args, m, vocab, hparams)})
+    _engine.check_task_score(args, replicas, scores)
+    _engine.fit(model, args, data, per_epoch=args.steps_per_checkpoint,
+                total_steps=args.train_steps, validation=validation,
+                validation_steps=validation_steps, replicas=replicas, scores=scores)
     return model, vocab, hparams
+
+
+def dev_bleu(args, model, vocab, hparams):
+    """BLEU of greedy translations of the dev pairs' sources (the
+    validation score `--early_stopping bleu` watches)."""
+    pairs = load_pairs(args, "dev")
+    if not pairs:
+        raise _cli.UsageError("--early_stopping bleu needs dev data: --dev_tsv or "
+                              "--dev_source/--dev_target")
+    sources, references = group_references(pairs)
+    hypotheses = translate_sentences(
+        model, vocab, sources, max_length=hparams.max_length,
+        max_input_length=hparams.max_length, beam_size=1, alpha=args.alpha,
+        extra_length=args.extra_length, batch_size=args.decode_batch_size).translations
+    return corpus_bleu(hypotheses, references).score
 
 
 def _without_epoch(history):

@@ -59,6 +59,8 @@ from recipes import _world
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "vqa_shapes_world")
 MODELS = ("mcan", "mcan_pa", "muan", "catt", "transformer")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
+# What --early_stopping may watch (each as val_<metric>).
+VALIDATION_METRICS = ("loss", "soft_accuracy", "accuracy")
 # Commands that need a trained run in --output_dir.
 RUN_COMMANDS = ("evaluate", "predict", "visualize")
 SPLITS = ("train", "val", "test")
@@ -83,7 +85,7 @@ def build_parser():
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],
     )
-    parser.add_argument("command", nargs="?", default="train", choices=COMMANDS)
+    _cli.add_command_argument(parser, COMMANDS)
     parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
     run = parser.add_argument_group(
         "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
@@ -128,7 +130,8 @@ def build_parser():
                       "features instead of stopping at the first")
     _world.add_world_flags(data)
 
-    _cli.add_epoch_training_flags(parser, "default: the hparams' epochs (13 for the paper's sets)")
+    _cli.add_epoch_training_flags(
+        parser, VALIDATION_METRICS, "default: the hparams' epochs (13 for the paper's sets)")
     _cli.add_distribution_flags(parser)
 
     out = parser.add_argument_group("evaluation, prediction and scoring")

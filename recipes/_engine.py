@@ -1,0 +1,525 @@
+"""The training engine the recipes share: how long a run trains, and `fit`.
+
+Every training command of every recipe ends in `fit` (or, for a custom
+training step such as captioning's self-critical one, `fit_steps`), which
+writes the run's training files once, the same way:
+
+- resumes from the newest checkpoint of its phase (a run killed with
+  `kill -9` goes on where its last checkpoint left it);
+- stops at the first of: `--train_steps` optimizer steps, the epochs of
+  the schedule, `--early_stopping METRIC[:PATIENCE]` (PATIENCE evaluations
+  without a better validation METRIC), `--max_minutes` (the time of this
+  command), a NaN loss; one status line says which, and the epoch then
+  ends as any other (validation, checkpoint, history row);
+- `history.csv` (one row per checkpoint: the optimizer `step`, training
+  and validation metrics; a resumed run appends, a column added later
+  widens the file), TensorBoard logs, checkpoints, and with early stopping
+  `best.weights.h5` / `best.json`, the best checkpoint so far, which the
+  model in memory holds when training ends and which `evaluate` loads;
+- `curves.png`: the learning curves (`recipes._curves`).
+
+Early stopping survives a kill: its state (best value, evaluations since)
+is read back from `history.csv`, whose row of an epoch is written only
+after that epoch's best weights.
+
+Learning-rate schedules see the budget (`schedule_scale`, `warmup_steps`):
+warm-up and decay points are fractions of the run's length, so a run
+shortened with `--train_steps` or `--epochs` does not end at its warm-up
+peak (docs/recipes.md, "Budgets").
+"""
+
+import json
+import math
+import os
+import time
+
+import keras
+
+from keras_structattn.callbacks import StopAtStep
+from keras_structattn.callbacks import restore_latest
+from keras_structattn.callbacks import save_weights_atomically
+from recipes import _cli
+from recipes import _curves
+from recipes import _replicas
+from recipes._run import history_from_csv
+from recipes._run import write_atomically
+from recipes._run import write_json
+
+BEST = "best"  # best.weights.h5, best.json: the best checkpoint of early stopping
+
+
+def steps_done(model):
+    """The optimizer steps the model has taken."""
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+# ------------------------------------------------------------------ budgets
+
+
+def warmup_steps(hparams_warmup, args, total_steps):
+    """The warm-up of a step schedule: `--warmup_fraction` of the known step
+    budget, else the hparams' steps, at most half the budget (a note says
+    when they are cut), so that no run ends at its warm-up peak.
+
+    Args:
+        hparams_warmup: the hparams' warm-up steps.
+        args: the flags (`warmup_fraction`).
+        total_steps: the step budget, or None when unknown.
+    """
+    fraction = getattr(args, "warmup_fraction", None)
+    if total_steps is None:
+        return hparams_warmup
+    if fraction is not None:
+        return max(1, round(fraction * total_steps))
+    if hparams_warmup > total_steps // 2:
+        cut = max(1, total_steps // 2)
+        print(f"[schedule] warm-up {hparams_warmup} steps cut to {cut}, half of the "
+              f"{total_steps}-step budget (--warmup_fraction sets it)")
+        return cut
+    return hparams_warmup
+
+
+def schedule_scale(planned_steps, total_steps, args=None):
+    """The factor that maps an epoch schedule written for `planned_steps`
+    (the hparams' epochs) onto a budget of `total_steps`: warm-up and decay
+    epochs are fractions of the run's length. 1 when the budget is the
+    planned one or unknown."""
+    if not total_steps or not planned_steps or total_steps == planned_steps:
+        return 1.0
+    scale = total_steps / planned_steps
+    print(f"[schedule] the {planned_steps}-step schedule of the hparams is scaled by "
+          f"{scale:.3g} to the {total_steps}-step budget")
+    return scale
+
+
+# ---------------------------------------------------------------- callbacks
+
+
+class LogStep(keras.callbacks.Callback):
+    """Puts the optimizer step into each epoch's logs (the x of the curves)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["step"] = steps_done(self.model)
+
+
+class ValidationScores(keras.callbacks.Callback):
+    """Adds the task's validation scores (`val_<name>`) to each epoch's logs.
+
+    Args:
+        scores: `scores(model)` -> `{name: value}`.
+    """
+
+    def __init__(self, scores):
+        super().__init__()
+        self.scores = scores
+
+    def on_epoch_end(self, epoch, logs=None):
+        start = time.time()
+        values = self.scores(self.model)
+        if logs is not None:
+            logs.update({f"val_{name}": float(v) for name, v in values.items()})
+        shown = ", ".join(f"{name} {v:.4g}" for name, v in values.items())
+        print(f"[validation] {shown} ({time.time() - start:.0f} s)")
+
+
+class HistoryCSV(keras.callbacks.Callback):
+    """One CSV row per epoch, appended across resumes, written whole.
+
+    Unlike `keras.callbacks.CSVLogger`, a row with a column the file lacks
+    (a metric added when a run resumes) rewrites the file with the wider
+    header instead of misaligning the columns; "NA" marks a missing value.
+
+    Args:
+        path: the CSV file.
+    """
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def on_epoch_end(self, epoch, logs=None):
+        row = {"epoch": str(epoch)}
+        for name, value in (logs or {}).items():
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                continue
+            row[name] = str(int(value)) if name == "step" else repr(value)
+        header, lines = _read_csv_lines(self.path)
+        columns = list(dict.fromkeys([*header, "epoch", "step", *sorted(row)]))
+        if "step" not in row and "step" not in header:
+            columns.remove("step")
+        text = ",".join(row.get(c, "NA") for c in columns) + "\n"
+        if columns == header:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(text)
+            return
+        widened = [line + ",NA" * (len(columns) - len(header)) for line in lines]
+        write_atomically(self.path, "".join(f"{line}\n" for line in [",".join(columns)]
+                                            + widened) + text)
+
+
+def _read_csv_lines(path):
+    if not os.path.exists(path):
+        return [], []
+    with open(path, encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f if line.strip()]
+    if not lines:
+        return [], []
+    return lines[0].split(","), lines[1:]
+
+
+class EarlyStopping(keras.callbacks.Callback):
+    """Stops training after `patience` evaluations without a better
+    `monitor`, keeping the best weights.
+
+    Its state is read back from the run's history when training begins, so
+    a resumed run stops where an uninterrupted one would; the best weights
+    are written (atomically) before the history row of their epoch.
+
+    Args:
+        monitor: the logs' key, e.g. `val_bleu`.
+        patience: evaluations without improvement before stopping.
+        history_path: the history CSV of the phase.
+        folder: where the best checkpoint goes.
+        best: its name: `<best>.weights.h5`, `<best>.json`.
+    """
+
+    def __init__(self, monitor, patience, history_path, folder, best=BEST):
+        super().__init__()
+        self.monitor, self.patience = monitor, patience
+        self.history_path, self.folder = history_path, folder
+        self.weights_path = os.path.join(folder, f"{best}.weights.h5")
+        self.info_path = os.path.join(folder, f"{best}.json")
+        self.lower_is_better = monitor.endswith("loss")
+        self.best, self.best_step, self.wait, self.reason = None, None, 0, None
+        self._missing_said = False
+
+    def _better(self, value):
+        if self.best is None:
+            return True
+        return value < self.best if self.lower_is_better else value > self.best
+
+    def restore_state(self):
+        """Best value and evaluations since, from the history; returns
+        whether the patience is already used up."""
+        history = history_from_csv(self.history_path)
+        values, steps = history.get(self.monitor, []), history.get("step", [])
+        self.best, self.best_step, self.wait = None, None, 0
+        for k, value in enumerate(values):
+            if value is None:
+                continue
+            if self._better(value):
+                self.best, self.wait = value, 0
+                self.best_step = steps[k] if k < len(steps) else None
+            else:
+                self.wait += 1
+        return self.wait >= self.patience
+
+    def on_train_begin(self, logs=None):
+        self.restore_state()
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None:
+            if not self._missing_said:
+                print(f"warning: --early_stopping: no {self.monitor} in epoch {epoch + 1}'s "
+                      "logs (no validation data?)")
+                self._missing_said = True
+            return
+        value = float(value)
+        if self._better(value):
+            self.best, self.wait = value, 0
+            self.best_step = steps_done(self.model)
+            save_weights_atomically(self.model, self.weights_path)
+            write_json(self.info_path,
+                       {"monitor": self.monitor, "value": value, "step": self.best_step,
+                        "epoch": epoch + 1})
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.model.stop_training = True
+            self.reason = self.stop_line()
+
+    def stop_line(self):
+        return (f"early stopping: {self.monitor} has not improved on {self.best:.4g} "
+                f"(step {self.best_step}) in {self.wait} evaluations; the best checkpoint "
+                f"is {self.weights_path}")
+
+
+class StopAfterMinutes(keras.callbacks.Callback):
+    """Ends training cleanly once `minutes` have passed since it began: the
+    epoch ends there (validation, checkpoint, history row).
+
+    Args:
+        minutes: the time budget of this command's training.
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.minutes, self.reason = minutes, None
+
+    def on_train_begin(self, logs=None):
+        self.start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self.start >= 60 * self.minutes:
+            self.model.stop_training = True
+            self.reason = (f"--max_minutes {self.minutes:g} reached at step "
+                           f"{steps_done(self.model)}")
+
+
+# --------------------------------------------------------------------- fit
+
+
+def early_stopping_of(args, phase, folder=None):
+    """The `EarlyStopping` of `--early_stopping METRIC[:PATIENCE]` for a
+    phase (best checkpoint in `folder`, default the run folder), or None."""
+    spec = getattr(args, "early_stopping", None)
+    if not spec:
+        return None
+    metric, patience = spec
+    return EarlyStopping(f"val_{metric}", patience,
+                         os.path.join(args.output_dir, phase.history),
+                         folder or args.output_dir, phase.best)
+
+
+def uses_task_score(args, scores):
+    """Whether `--early_stopping` watches a score of the task's `scores`
+    hook (computed by decoding), rather than a metric `fit` logs itself."""
+    spec = getattr(args, "early_stopping", None)
+    return bool(spec and scores is not None and spec[0] in scores.names)
+
+
+class Phase:
+    """Where a training phase keeps its files in the run folder.
+
+    Args:
+        checkpoints: the checkpoints' folder name.
+        history: the history CSV's name.
+        logs: the TensorBoard folder name.
+        best: the name of its best checkpoint (early stopping).
+    """
+
+    def __init__(self, checkpoints="checkpoints", history="history.csv", logs="logs",
+                 best=BEST):
+        self.checkpoints, self.history, self.logs = checkpoints, history, logs
+        self.best = best
+
+    def best_weights(self, output_dir):
+        """The phase's best checkpoint (early stopping), or None."""
+        path = os.path.join(output_dir, f"{self.best}.weights.h5")
+        return path if os.path.exists(path) else None
+
+
+def _callbacks(args, phase, replicas, total_steps, scores):
+    """The engine's callbacks, in the order they must run at an epoch's end:
+    the step, the task's scores, early stopping (best weights before the
+    history row), the writers, then the stoppers."""
+    out = args.output_dir
+    history = os.path.join(out, phase.history)
+    chief = replicas is None or replicas.is_chief
+    callbacks = [LogStep()]
+    if uses_task_score(args, scores):
+        callbacks.append(ValidationScores(scores))
+    stopper = early_stopping_of(args, phase, out if chief else _scratch(replicas))
+    if stopper is not None:
+        callbacks.append(stopper)
+
+    def make_writers():
+        from keras_structattn.callbacks import EpochCheckpoints
+
+        writers = [HistoryCSV(history),
+                   EpochCheckpoints(os.path.join(out, phase.checkpoints),
+                                    keep=args.keep_checkpoints)]
+        try:
+            import tensorflow  # noqa: F401  (Keras' TensorBoard callback writes with it)
+        except ImportError:
+            print("[train] no TensorFlow: no TensorBoard logs (the history CSV has the metrics)")
+        else:
+            writers.append(keras.callbacks.TensorBoard(os.path.join(out, phase.logs)))
+        return writers
+
+    callbacks += make_writers() if replicas is None else _replicas.writers(replicas, make_writers)
+    if total_steps:
+        callbacks.append(StopAtStep(total_steps))
+    timer = StopAfterMinutes(args.max_minutes) if getattr(args, "max_minutes", None) else None
+    if timer is not None:
+        callbacks.append(timer)
+    callbacks.append(keras.callbacks.TerminateOnNaN())
+    return callbacks, stopper, timer
+
+
+def _scratch(replicas):
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=f"process-{replicas.process_id}-best-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def _already_done(args, phase, done, epochs_done, epochs, total_steps):
+    """The line saying why a phase has nothing left to train, or None."""
+    if total_steps and done >= total_steps:
+        return f"already {done} steps (--train_steps {total_steps})"
+    if epochs is not None and epochs_done >= epochs:
+        return f"already {epochs_done} epochs (--epochs {epochs})"
+    stopper = early_stopping_of(args, phase)
+    if stopper is not None and stopper.restore_state():
+        return "already stopped early: " + stopper.stop_line()
+    return None
+
+
+def fit(model, args, data, *, per_epoch, epochs=None, total_steps=None, validation=None,
+        validation_steps=None, replicas=None, phase=None, scores=None, name="train"):
+    """`model.fit` of one training phase, resumed from its newest checkpoint.
+
+    Call it inside `replicas.scope()` with the model compiled.
+
+    Args:
+        model: the compiled model.
+        args: the flags (`output_dir`, `keep_checkpoints`, `verbose`,
+            `early_stopping`, `max_minutes`).
+        data: `data(start_step)` -> what `fit` reads, from that step on.
+        per_epoch: steps per epoch (= per checkpoint).
+        epochs: the epochs to reach, or None to train to `total_steps`.
+        total_steps: the optimizer steps to stop at (None: the epochs).
+        validation, validation_steps: `fit`'s validation data.
+        replicas: the run's `Replicas` (None: one device).
+        phase: the phase's files (`Phase`; default: the run's).
+        scores: the task's validation scores hook (`ScoresHook`), or None.
+        name: the phase's name in status lines.
+
+    Returns:
+        The optimizer steps taken in all.
+    """
+    phase = phase or Phase()
+    epochs_done = restore_latest(model, os.path.join(args.output_dir, phase.checkpoints))
+    done = steps_done(model)
+    finished = _already_done(args, phase, done, epochs_done, epochs, total_steps)
+    if finished:
+        print(f"[{name}] {finished}")
+        use_best_weights(model, args, phase, replicas)
+        return done
+    if epochs_done:
+        print(f"[{name}] resuming at epoch {epochs_done + 1} (step {done})")
+    if epochs is None:
+        epochs = epochs_done + math.ceil((total_steps - done) / per_epoch)
+    callbacks, stopper, timer = _callbacks(args, phase, replicas, total_steps, scores)
+    start = time.time()
+    model.fit(data(done), steps_per_epoch=per_epoch, epochs=epochs, initial_epoch=epochs_done,
+              validation_data=validation, validation_steps=validation_steps,
+              shuffle=False,  # the recipes' streams shuffle (seeded, resumable) themselves
+              callbacks=callbacks, verbose=args.verbose)
+    return _finish(model, args, name, stopper, timer, start, replicas, phase)
+
+
+def fit_steps(model, args, step, *, per_epoch, total_steps, replicas=None, phase=None,
+              scores=None, name="train"):
+    """A training phase of a custom step (`step(model, step_index)` -> logs
+    dict), with the callbacks and stopping rules of `fit`; for steps that
+    `fit` cannot express (self-critical training samples and rewards on the
+    host). Call it with the model compiled.
+
+    Returns:
+        The optimizer steps taken in all.
+    """
+    phase = phase or Phase()
+    epochs_done = restore_latest(model, os.path.join(args.output_dir, phase.checkpoints))
+    done = steps_done(model)
+    finished = _already_done(args, phase, done, epochs_done, None, total_steps)
+    if finished:
+        print(f"[{name}] {finished}")
+        use_best_weights(model, args, phase, replicas)
+        return done
+    epochs = epochs_done + math.ceil((total_steps - done) / per_epoch)
+    callbacks, stopper, timer = _callbacks(args, phase, replicas, total_steps, scores)
+    callbacks = keras.callbacks.CallbackList(
+        callbacks, add_history=True, add_progbar=args.verbose != 0, model=model,
+        epochs=epochs, steps=per_epoch, verbose=args.verbose)
+    start = time.time()
+    model.stop_training = False
+    callbacks.on_train_begin()
+    index = done
+    for epoch in range(epochs_done, epochs):
+        callbacks.on_epoch_begin(epoch)
+        totals = {}
+        for batch in range(per_epoch):
+            callbacks.on_train_batch_begin(batch)
+            logs = step(model, index)
+            index += 1
+            for key, value in logs.items():
+                totals[key] = totals.get(key, 0.0) + value
+            callbacks.on_train_batch_end(batch, logs)
+            if model.stop_training:
+                break
+        callbacks.on_epoch_end(epoch, {k: v / (batch + 1) for k, v in totals.items()})
+        if model.stop_training:
+            break
+    callbacks.on_train_end()
+    return _finish(model, args, name, stopper, timer, start, replicas, phase)
+
+
+def _finish(model, args, name, stopper, timer, start, replicas, phase):
+    steps = steps_done(model)
+    reasons = [c.reason for c in (stopper, timer) if c is not None and c.reason]
+    print(f"[{name}] {steps} steps ({time.time() - start:.0f} s in this command)"
+          + (f"; {reasons[0]}" if reasons else ""))
+    use_best_weights(model, args, phase, replicas)
+    if replicas is None or replicas.is_chief:
+        draw_curves(args.output_dir)
+    return steps
+
+
+def use_best_weights(model, args, phase, replicas=None):
+    """Loads the phase's best checkpoint into `model` when early stopping
+    kept one, so that what follows (evaluation, a next phase) uses it."""
+    if not getattr(args, "early_stopping", None):
+        return
+    path = phase.best_weights(args.output_dir)
+    if path is None or (replicas is not None and replicas.num_processes > 1):
+        return
+    model.load_weights(path)
+    with open(os.path.join(args.output_dir, f"{phase.best}.json"), encoding="utf-8") as f:
+        best = json.load(f)
+    print(f"[model] the best checkpoint: step {best['step']}, {best['monitor']} "
+          f"{best['value']:.4g}")
+
+
+def draw_curves(output_dir):
+    """`curves.png` of the run beside its history (a note if it cannot)."""
+    try:
+        path = _curves.draw_run(output_dir)
+    except ImportError as error:
+        print(f"[curves] not drawn: {error}")
+        return
+    if path:
+        print(f"[curves] {path}")
+
+
+class ScoresHook:
+    """A task's validation scores, computed by decoding at each checkpoint
+    when `--early_stopping` watches one of them.
+
+    Args:
+        names: the scores it computes (`bleu`, `cider`, `accuracy`...).
+        compute: `compute(model)` -> `{name: value}`.
+    """
+
+    def __init__(self, names, compute):
+        self.names, self.compute = tuple(names), compute
+
+    def __call__(self, model):
+        return self.compute(model)
+
+
+def check_task_score(args, replicas, scores):
+    """Refuses a task score in a multi-process run (its decoding would need
+    every process's rows)."""
+    if uses_task_score(args, scores) and replicas is not None and replicas.num_processes > 1:
+        raise _cli.UsageError(
+            f"--early_stopping {args.early_stopping[0]} decodes the validation split, "
+            "which a multi-process run cannot do; watch a metric fit logs (loss)")
