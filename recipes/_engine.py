@@ -184,15 +184,17 @@ class EarlyStopping(keras.callbacks.Callback):
         history_path: the history CSV of the phase.
         folder: where the best checkpoint goes.
         best: its name: `<best>.weights.h5`, `<best>.json`.
+        lower_is_better: whether `monitor` improves by falling (a loss).
     """
 
-    def __init__(self, monitor, patience, history_path, folder, best=BEST):
+    def __init__(self, monitor, patience, history_path, folder, best=BEST,
+                 lower_is_better=False):
         super().__init__()
         self.monitor, self.patience = monitor, patience
         self.history_path, self.folder = history_path, folder
         self.weights_path = os.path.join(folder, f"{best}.weights.h5")
         self.info_path = os.path.join(folder, f"{best}.json")
-        self.lower_is_better = monitor.endswith("loss")
+        self.lower_is_better = lower_is_better
         self.best, self.best_step, self.wait, self.reason = None, None, 0, None
         self._missing_said = False
 
@@ -273,16 +275,18 @@ class StopAfterMinutes(keras.callbacks.Callback):
 # --------------------------------------------------------------------- fit
 
 
-def early_stopping_of(args, phase, folder=None):
+def early_stopping_of(args, phase, scores, folder=None):
     """The `EarlyStopping` of `--early_stopping METRIC[:PATIENCE]` for a
-    phase (best checkpoint in `folder`, default the run folder), or None."""
+    phase (best checkpoint in `folder`, default the run folder), or None.
+    A loss, or a score the task's hook calls lower-is-better, must fall."""
     spec = getattr(args, "early_stopping", None)
     if not spec:
         return None
     metric, patience = spec
+    lower = metric.endswith("loss") or (scores is not None and metric in scores.lower)
     return EarlyStopping(f"val_{metric}", patience,
                          os.path.join(args.output_dir, phase.history),
-                         folder or args.output_dir, phase.best)
+                         folder or args.output_dir, phase.best, lower_is_better=lower)
 
 
 def uses_task_score(args, scores):
@@ -323,7 +327,7 @@ def _callbacks(args, phase, replicas, total_steps, scores):
     callbacks = [LogStep()]
     if uses_task_score(args, scores):
         callbacks.append(ValidationScores(scores))
-    stopper = early_stopping_of(args, phase, out if chief else _scratch(replicas))
+    stopper = early_stopping_of(args, phase, scores, out if chief else _scratch(replicas))
     if stopper is not None:
         callbacks.append(stopper)
 
@@ -361,20 +365,20 @@ def _scratch(replicas):
     return folder
 
 
-def _already_done(args, phase, done, epochs_done, epochs, total_steps):
+def _already_done(args, phase, done, epochs_done, epochs, total_steps, scores):
     """The line saying why a phase has nothing left to train, or None."""
     if total_steps and done >= total_steps:
-        return f"already {done} steps (--train_steps {total_steps})"
+        return f"already trained {done} steps (--train_steps {total_steps})"
     if epochs is not None and epochs_done >= epochs:
         return f"already {epochs_done} epochs (--epochs {epochs})"
-    stopper = early_stopping_of(args, phase)
+    stopper = early_stopping_of(args, phase, scores)
     if stopper is not None and stopper.restore_state():
         return "already stopped early: " + stopper.stop_line()
     return None
 
 
 def fit(model, args, data, *, per_epoch, epochs=None, total_steps=None, validation=None,
-        validation_steps=None, replicas=None, phase=None, scores=None, name="train"):
+        validation_steps=None, replicas=None, phase=None, scores=None, label=None):
     """`model.fit` of one training phase, resumed from its newest checkpoint.
 
     Call it inside `replicas.scope()` with the model compiled.
@@ -391,21 +395,16 @@ def fit(model, args, data, *, per_epoch, epochs=None, total_steps=None, validati
         replicas: the run's `Replicas` (None: one device).
         phase: the phase's files (`Phase`; default: the run's).
         scores: the task's validation scores hook (`ScoresHook`), or None.
-        name: the phase's name in status lines.
+        label: the phase's name in status lines (None: the only phase).
 
     Returns:
         The optimizer steps taken in all.
     """
     phase = phase or Phase()
-    epochs_done = restore_latest(model, os.path.join(args.output_dir, phase.checkpoints))
-    done = steps_done(model)
-    finished = _already_done(args, phase, done, epochs_done, epochs, total_steps)
-    if finished:
-        print(f"[{name}] {finished}")
-        use_best_weights(model, args, phase, replicas)
+    epochs_done, done = _restore(model, args, phase, epochs, total_steps, scores, label,
+                                 replicas)
+    if epochs_done is None:
         return done
-    if epochs_done:
-        print(f"[{name}] resuming at epoch {epochs_done + 1} (step {done})")
     if epochs is None:
         epochs = epochs_done + math.ceil((total_steps - done) / per_epoch)
     callbacks, stopper, timer = _callbacks(args, phase, replicas, total_steps, scores)
@@ -414,11 +413,11 @@ def fit(model, args, data, *, per_epoch, epochs=None, total_steps=None, validati
               validation_data=validation, validation_steps=validation_steps,
               shuffle=False,  # the recipes' streams shuffle (seeded, resumable) themselves
               callbacks=callbacks, verbose=args.verbose)
-    return _finish(model, args, name, stopper, timer, start, replicas, phase)
+    return _finish(model, args, label, stopper, timer, start, replicas, phase)
 
 
 def fit_steps(model, args, step, *, per_epoch, total_steps, replicas=None, phase=None,
-              scores=None, name="train"):
+              scores=None, label=None):
     """A training phase of a custom step (`step(model, step_index)` -> logs
     dict), with the callbacks and stopping rules of `fit`; for steps that
     `fit` cannot express (self-critical training samples and rewards on the
@@ -428,12 +427,9 @@ def fit_steps(model, args, step, *, per_epoch, total_steps, replicas=None, phase
         The optimizer steps taken in all.
     """
     phase = phase or Phase()
-    epochs_done = restore_latest(model, os.path.join(args.output_dir, phase.checkpoints))
-    done = steps_done(model)
-    finished = _already_done(args, phase, done, epochs_done, None, total_steps)
-    if finished:
-        print(f"[{name}] {finished}")
-        use_best_weights(model, args, phase, replicas)
+    epochs_done, done = _restore(model, args, phase, None, total_steps, scores, label,
+                                 replicas)
+    if epochs_done is None:
         return done
     epochs = epochs_done + math.ceil((total_steps - done) / per_epoch)
     callbacks, stopper, timer = _callbacks(args, phase, replicas, total_steps, scores)
@@ -460,13 +456,31 @@ def fit_steps(model, args, step, *, per_epoch, total_steps, replicas=None, phase
         if model.stop_training:
             break
     callbacks.on_train_end()
-    return _finish(model, args, name, stopper, timer, start, replicas, phase)
+    return _finish(model, args, label, stopper, timer, start, replicas, phase)
 
 
-def _finish(model, args, name, stopper, timer, start, replicas, phase):
+def _restore(model, args, phase, epochs, total_steps, scores, label, replicas):
+    """Restores the phase's newest checkpoint: `(epochs_done, steps_done)`,
+    epochs_done None when the phase has nothing left to train."""
+    epochs_done = restore_latest(model, os.path.join(args.output_dir, phase.checkpoints))
+    done = steps_done(model)
+    finished = _already_done(args, phase, done, epochs_done, epochs, total_steps, scores)
+    if finished:
+        print(f"[train] {label + ': ' if label else ''}{finished}")
+        use_best_weights(model, args, phase, replicas)
+        return None, done
+    where = (f"at step {done} ({epochs_done} checkpoints so far)" if epochs is None
+             else f"at epoch {epochs_done + 1} (step {done})")
+    if epochs_done:
+        print(f"[train] resuming {label + ' ' if label else ''}{where}")
+    return epochs_done, done
+
+
+def _finish(model, args, label, stopper, timer, start, replicas, phase):
     steps = steps_done(model)
     reasons = [c.reason for c in (stopper, timer) if c is not None and c.reason]
-    print(f"[{name}] {steps} steps ({time.time() - start:.0f} s in this command)"
+    print(f"[train] {label + ': ' if label else ''}{steps} steps "
+          f"({time.time() - start:.0f} s in this command)"
           + (f"; {reasons[0]}" if reasons else ""))
     use_best_weights(model, args, phase, replicas)
     if replicas is None or replicas.is_chief:
@@ -507,10 +521,11 @@ class ScoresHook:
     Args:
         names: the scores it computes (`bleu`, `cider`, `accuracy`...).
         compute: `compute(model)` -> `{name: value}`.
+        lower: the names that improve by falling (an error rate).
     """
 
-    def __init__(self, names, compute):
-        self.names, self.compute = tuple(names), compute
+    def __init__(self, names, compute, lower=()):
+        self.names, self.compute, self.lower = tuple(names), compute, tuple(lower)
 
     def __call__(self, model):
         return self.compute(model)

@@ -328,6 +328,22 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
                 scores=scores)
 
 
+def accuracy_hook(split_name, accuracy_of):
+    """The validation score `--early_stopping accuracy` watches (percent):
+    `accuracy_of(model)` on the validation split, computed only when asked.
+
+    Args:
+        split_name: the validation split's name, or None when there is none.
+        accuracy_of: `accuracy_of(model)` -> the accuracy in percent.
+    """
+    def compute(model):
+        if split_name is None:
+            raise _cli.UsageError("--early_stopping accuracy needs validation data")
+        return {"accuracy": accuracy_of(model)}
+
+    return _engine.ScoresHook(("accuracy",), compute)
+
+
 def schedule_steps(args, hparams, per_epoch):
     """The factor mapping the hparams' epoch schedule onto this run's
     budget (`_engine.schedule_scale`): `--epochs` and `--train_steps`

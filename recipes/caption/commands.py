@@ -541,7 +541,7 @@ def train_cross_entropy(args, settings, splits, vocab, model, batch_size, replic
     _engine.check_task_score(args, replicas, scores)
     _engine.fit(model, args, data, per_epoch=args.steps_per_checkpoint,
                 total_steps=args.train_steps, validation=validation, replicas=replicas,
-                phase=XE_PHASE, scores=scores, name="cross-entropy")
+                phase=XE_PHASE, scores=scores, label="cross-entropy")
 
 
 def val_cider_hook(args, splits, vocab, settings):
@@ -619,7 +619,7 @@ def train_self_critical(args, settings, splits, vocab, model, jit, replicas):
         lambda model, step: self_critical_step(model, train_split, settings, vocab, cider,
                                                draw, greedy, args, step, replicas),
         per_epoch=args.steps_per_checkpoint, total_steps=args.scst_steps, replicas=replicas,
-        phase=SCST_PHASE, scores=scores, name="self-critical")
+        phase=SCST_PHASE, scores=scores, label="self-critical")
 
 
 def self_critical_step(model, split, settings, vocab, cider, draw, greedy, args, step,

@@ -213,12 +213,20 @@ def train(args):
         print(f"[train] {len(train_set)} expressions, {per_epoch} batches of {batch_size} per "
               f"epoch, {epochs} epochs")
         start = time.time()
+        def accuracy_of(model):
+            val = splits[args.val_split]
+            predicted, _ = ground((model, vocab, settings, hparams), val, args)
+            accuracy, _ = refcoco.grounding_accuracy(predicted, val.gt_boxes, IOU_THRESHOLD)
+            return 100.0 * float(accuracy)
+
         _vl.fit_resumable(
             model, args,
             lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
                                            train_set.batch, start=step,
                                            replicas=replicas),
-            per_epoch, epochs, validation, replicas)
+            per_epoch, epochs, validation, replicas,
+            _vl.accuracy_hook(args.val_split if args.val_split in splits else None,
+                              accuracy_of))
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
     _vl.write_train_summary(run, replicas)
     if _vl.evaluates_after_training(args, replicas):

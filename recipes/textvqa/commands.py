@@ -424,12 +424,22 @@ def train(args):
         print(f"[train] {len(train_set)} questions, {per_epoch} batches of {batch_size} per "
               f"epoch, {epochs} epochs")
         start = time.time()
+        def accuracy_of(model):
+            val = splits["val"]
+            predicted = answer_questions(
+                (model, question_vocab, answer_vocab, settings, hparams), val, args)
+            return textvqa_metrics.evaluate_textvqa(
+                _annotations(val.records),
+                [{"question_id": r.question_id, "answer": a}
+                 for r, (a, _) in zip(val.records, predicted)], anls_mode=args.anls).accuracy
+
         _vl.fit_resumable(
             model, args,
             lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
                                            train_set.batch, start=step, with_epoch=True,
                                            replicas=replicas),
-            per_epoch, epochs, validation, replicas)
+            per_epoch, epochs, validation, replicas,
+            _vl.accuracy_hook("val" if "val" in splits else None, accuracy_of))
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
     _vl.write_train_summary(run, replicas)
     if _vl.evaluates_after_training(args, replicas):

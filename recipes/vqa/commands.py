@@ -313,12 +313,22 @@ def train(args):
         print(f"[train] {len(train_set)} questions, {per_epoch} batches of {batch_size} per "
               f"epoch, {epochs} epochs")
         start = time.time()
+        def accuracy_of(model):
+            val = splits["val"]
+            chosen = Split(val.name, val.records[:_vl.VALIDATION_LIMIT], val.store)
+            predicted = answer_questions((model, question_vocab, answers, settings, hparams),
+                                         chosen, args)
+            return evaluate_vqa(official_annotations(chosen.records),
+                                [{"question_id": r.question_id, "answer": a}
+                                 for r, a in zip(chosen.records, predicted)]).overall
+
         _vl.fit_resumable(
             model, args,
             lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
                                            train_set.batch, start=step,
                                            replicas=replicas),
-            per_epoch, epochs, validation, replicas)
+            per_epoch, epochs, validation, replicas,
+            _vl.accuracy_hook("val" if "val" in splits else None, accuracy_of))
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
     _vl.write_train_summary(run, replicas)
     if _vl.evaluates_after_training(args, replicas):
