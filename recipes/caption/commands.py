@@ -23,45 +23,43 @@ import math
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import keras
+import numpy as np
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
-from keras_structattn import hparams as hparams_lib  # noqa: E402
-from keras_structattn import self_critical  # noqa: E402
-from keras_structattn.data import coco_captions  # noqa: E402
-from keras_structattn.data import image_features  # noqa: E402
-from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
-from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
-from keras_structattn.dictionaries import fit_dictionaries  # noqa: E402
-from keras_structattn.dictionaries import has_dictionaries  # noqa: E402
-from keras_structattn.distribution import Replicas  # noqa: E402
-from keras_structattn.losses import PaddedAccuracy  # noqa: E402
-from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
-from keras_structattn.metrics import CaptionScores  # noqa: E402
-from keras_structattn.metrics import CiderD  # noqa: E402
-from keras_structattn.metrics import evaluate_captions  # noqa: E402
-from keras_structattn.metrics import ptb_tokenize  # noqa: E402
-from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
-from models.captioner import TransformerCaptioner  # noqa: E402
-from models.catt_captioner import CATTCaptioner  # noqa: E402
-from models.updown import UpDownCaptioner  # noqa: E402
-from recipes import _cli  # noqa: E402
-from recipes import _engine  # noqa: E402
-from recipes import _replicas  # noqa: E402
-from recipes._run import RunFolder  # noqa: E402
-from recipes._run import history_from_csv  # noqa: E402
-from recipes._run import write_atomically  # noqa: E402
-from recipes._run import write_json  # noqa: E402
-from recipes._vl import max_regions_of  # noqa: E402
-from recipes.caption import MODELS  # noqa: E402
-from recipes.caption import RUN_DEFAULTS  # noqa: E402
-from recipes.caption import SPLITS  # noqa: E402
-from recipes.caption import data_flags_given  # noqa: E402
-from recipes.caption import run_defaults  # noqa: E402
-from recipes.caption import world as world_lib  # noqa: E402
+from keras_structattn import checkpoints as checkpoints_lib
+from keras_structattn import hparams as hparams_lib
+from keras_structattn import self_critical
+from keras_structattn.data import coco_captions
+from keras_structattn.data import image_features
+from keras_structattn.data.word_vocab import WordVocab
+from keras_structattn.decoding.seq2seq import compiled_generate
+from keras_structattn.dictionaries import fit_dictionaries
+from keras_structattn.dictionaries import has_dictionaries
+from keras_structattn.distribution import Replicas
+from keras_structattn.losses import PaddedAccuracy
+from keras_structattn.losses import PaddedCrossEntropy
+from keras_structattn.metrics import CaptionScores
+from keras_structattn.metrics import CiderD
+from keras_structattn.metrics import evaluate_captions
+from keras_structattn.metrics import ptb_tokenize
+from keras_structattn.schedules import WarmupRsqrtDecay
+from models.captioner import TransformerCaptioner
+from models.catt_captioner import CATTCaptioner
+from models.updown import UpDownCaptioner
+from recipes import _cli
+from recipes import _engine
+from recipes import _replicas
+from recipes._run import RunFolder
+from recipes._run import history_from_csv
+from recipes._run import write_atomically
+from recipes._run import write_json
+from recipes._vl import max_regions_of
+from recipes.caption import MODELS
+from recipes.caption import RUN_DEFAULTS
+from recipes.caption import SPLITS
+from recipes.caption import data_flags_given
+from recipes.caption import run_defaults
+from recipes.caption import world as world_lib
 
 HPARAMS_FILE = "hparams.json"
 # Applied to the models' Shapes world sets only: their 1,000 warm-up steps

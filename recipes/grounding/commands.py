@@ -8,26 +8,24 @@ import collections
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import keras
+import numpy as np
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_structattn import grounding  # noqa: E402
-from keras_structattn.data import refcoco  # noqa: E402
-from keras_structattn.data.vqa import question_batch  # noqa: E402
-from keras_structattn.data.vqa import records_report  # noqa: E402
-from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
-from models.muan import MUANGrounding  # noqa: E402
-from recipes import _cli  # noqa: E402
-from recipes import _vl  # noqa: E402
-from recipes import _world  # noqa: E402
-from recipes._run import write_atomically  # noqa: E402
-from recipes._run import write_json  # noqa: E402
-from recipes.grounding import PAPER_SET  # noqa: E402
-from recipes.grounding import RUN_DEFAULTS  # noqa: E402
-from recipes.grounding import WORLD_SET  # noqa: E402
-from recipes.grounding import data_flags_given  # noqa: E402
+from keras_structattn import grounding
+from keras_structattn.data import refcoco
+from keras_structattn.data.vqa import question_batch
+from keras_structattn.data.vqa import records_report
+from keras_structattn.data.word_vocab import WordVocab
+from models.muan import MUANGrounding
+from recipes import _cli
+from recipes import _vl
+from recipes import _world
+from recipes._run import write_atomically
+from recipes._run import write_json
+from recipes.grounding import PAPER_SET
+from recipes.grounding import RUN_DEFAULTS
+from recipes.grounding import WORLD_SET
+from recipes.grounding import data_flags_given
 
 VOCAB = "vocab.json"
 BASELINE_NAME = "the biggest region proposal"

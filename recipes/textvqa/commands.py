@@ -9,31 +9,29 @@ import collections
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import keras
+import numpy as np
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_structattn.data import textvqa as textvqa_data  # noqa: E402
-from keras_structattn.data.phoc import phoc  # noqa: E402
-from keras_structattn.data.vqa import question_batch  # noqa: E402
-from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
-from keras_structattn.metrics import textvqa as textvqa_metrics  # noqa: E402
-from keras_structattn.ops import relation_tables  # noqa: E402
-from keras_structattn.ops import spatial_graph  # noqa: E402
-from models import m4c as m4c_models  # noqa: E402
-from recipes import _cli  # noqa: E402
-from recipes import _vl  # noqa: E402
-from recipes import _world  # noqa: E402
-from recipes._run import write_atomically  # noqa: E402
-from recipes._run import write_json  # noqa: E402
-from recipes.textvqa import PAPER_SETS  # noqa: E402
-from recipes.textvqa import RUN_DEFAULTS  # noqa: E402
-from recipes.textvqa import SPLITS  # noqa: E402
-from recipes.textvqa import WORLD_SETS  # noqa: E402
-from recipes.textvqa import data_flags_given  # noqa: E402
-from recipes.textvqa.features import FeatureError  # noqa: E402
-from recipes.textvqa.features import ImageFeatures  # noqa: E402
+from keras_structattn.data import textvqa as textvqa_data
+from keras_structattn.data.phoc import phoc
+from keras_structattn.data.vqa import question_batch
+from keras_structattn.data.word_vocab import WordVocab
+from keras_structattn.metrics import textvqa as textvqa_metrics
+from keras_structattn.ops import relation_tables
+from keras_structattn.ops import spatial_graph
+from models import m4c as m4c_models
+from recipes import _cli
+from recipes import _vl
+from recipes import _world
+from recipes._run import write_atomically
+from recipes._run import write_json
+from recipes.textvqa import PAPER_SETS
+from recipes.textvqa import RUN_DEFAULTS
+from recipes.textvqa import SPLITS
+from recipes.textvqa import WORLD_SETS
+from recipes.textvqa import data_flags_given
+from recipes.textvqa.features import FeatureError
+from recipes.textvqa.features import ImageFeatures
 
 QUESTION_VOCAB = "question_vocab.json"
 ANSWER_VOCAB = "answer_vocab.txt"

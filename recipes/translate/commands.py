@@ -27,41 +27,39 @@ import sys
 import time
 import typing
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import keras
+import numpy as np
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
-from keras_structattn import hparams as hparams_lib  # noqa: E402
-from keras_structattn.data import batching  # noqa: E402
-from keras_structattn.data import parallel_text  # noqa: E402
-from keras_structattn.data import recorded as recorded_lib  # noqa: E402
-from keras_structattn.data import tatoeba  # noqa: E402
-from keras_structattn.data import vocab as vocab_lib  # noqa: E402
-from keras_structattn.losses import PaddedAccuracy  # noqa: E402
-from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
-from keras_structattn.metrics import corpus_bleu  # noqa: E402
-from keras_structattn.metrics import corpus_chrf  # noqa: E402
-from keras_structattn.metrics.text import group_references  # noqa: E402
-from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
-from keras_structattn.tokens import PAD_ID  # noqa: E402
-from keras_structattn.translation import string_translator  # noqa: E402
-from keras_structattn.translation import translate_sentences  # noqa: E402
-from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
-from models.transformer import Transformer  # noqa: E402
-from recipes import _cli  # noqa: E402
-from recipes import _engine  # noqa: E402
-from recipes import _replicas  # noqa: E402
-from recipes._run import RunFolder  # noqa: E402
-from recipes._run import history_from_csv  # noqa: E402
-from recipes._run import write_atomically  # noqa: E402
-from recipes._run import write_json  # noqa: E402
-from recipes.translate import DEFAULT_HPARAMS_SET  # noqa: E402
-from recipes.translate import DEFAULT_LSTM_HPARAMS_SET  # noqa: E402
-from recipes.translate import RUN_DEFAULTS  # noqa: E402
-from recipes.translate import SPLITS  # noqa: E402
-from recipes.translate import TRAINING_COMMANDS  # noqa: E402
+from keras_structattn import checkpoints as checkpoints_lib
+from keras_structattn import hparams as hparams_lib
+from keras_structattn.data import batching
+from keras_structattn.data import parallel_text
+from keras_structattn.data import recorded as recorded_lib
+from keras_structattn.data import tatoeba
+from keras_structattn.data import vocab as vocab_lib
+from keras_structattn.losses import PaddedAccuracy
+from keras_structattn.losses import PaddedCrossEntropy
+from keras_structattn.metrics import corpus_bleu
+from keras_structattn.metrics import corpus_chrf
+from keras_structattn.metrics.text import group_references
+from keras_structattn.schedules import WarmupRsqrtDecay
+from keras_structattn.tokens import PAD_ID
+from keras_structattn.translation import string_translator
+from keras_structattn.translation import translate_sentences
+from models.lstm_seq2seq import LSTMSeq2Seq
+from models.transformer import Transformer
+from recipes import _cli
+from recipes import _engine
+from recipes import _replicas
+from recipes._run import RunFolder
+from recipes._run import history_from_csv
+from recipes._run import write_atomically
+from recipes._run import write_json
+from recipes.translate import DEFAULT_HPARAMS_SET
+from recipes.translate import DEFAULT_LSTM_HPARAMS_SET
+from recipes.translate import RUN_DEFAULTS
+from recipes.translate import SPLITS
+from recipes.translate import TRAINING_COMMANDS
 
 MODELS = {"transformer": Transformer, "lstm": LSTMSeq2Seq}
 # Applied to the default set only: the t2t defaults are for WMT-sized runs

@@ -9,32 +9,30 @@ import collections
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import keras
+import numpy as np
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-import models.catt_vqa  # noqa: E402, F401  (registers the Transformer+CATT hparams sets)
-import models.muan  # noqa: E402, F401  (registers the MUAN hparams sets)
-from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
-from keras_structattn import dictionaries  # noqa: E402
-from keras_structattn.data import vqa as vqa_data  # noqa: E402
-from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
-from keras_structattn.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
-from keras_structattn.metrics import evaluate_vqa  # noqa: E402
-from keras_structattn.metrics import prepare_answer  # noqa: E402
-from keras_structattn.metrics import write_vqa_scores_json  # noqa: E402
-from models import vqa as vqa_models  # noqa: E402
-from recipes import _cli  # noqa: E402
-from recipes import _vl  # noqa: E402
-from recipes import _world  # noqa: E402
-from recipes._run import write_atomically  # noqa: E402
-from recipes._run import write_json  # noqa: E402
-from recipes.vqa import ARCHITECTURES  # noqa: E402
-from recipes.vqa import PAPER_SETS  # noqa: E402
-from recipes.vqa import RUN_DEFAULTS  # noqa: E402
-from recipes.vqa import WORLD_SETS  # noqa: E402
-from recipes.vqa import data_flags_given  # noqa: E402
+import models.catt_vqa  # noqa: F401  (registers the Transformer+CATT hparams sets)
+import models.muan  # noqa: F401  (registers the MUAN hparams sets)
+from keras_structattn import checkpoints as checkpoints_lib
+from keras_structattn import dictionaries
+from keras_structattn.data import vqa as vqa_data
+from keras_structattn.data.word_vocab import WordVocab
+from keras_structattn.losses import SoftTargetBinaryCrossEntropy
+from keras_structattn.metrics import evaluate_vqa
+from keras_structattn.metrics import prepare_answer
+from keras_structattn.metrics import write_vqa_scores_json
+from models import vqa as vqa_models
+from recipes import _cli
+from recipes import _vl
+from recipes import _world
+from recipes._run import write_atomically
+from recipes._run import write_json
+from recipes.vqa import ARCHITECTURES
+from recipes.vqa import PAPER_SETS
+from recipes.vqa import RUN_DEFAULTS
+from recipes.vqa import WORLD_SETS
+from recipes.vqa import data_flags_given
 
 QUESTION_VOCAB = "question_vocab.json"
 ANSWER_VOCAB = "answers.json"
