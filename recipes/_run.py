@@ -236,7 +236,7 @@ def fit_callbacks(output_dir, history_name, checkpoint_folder, logs_name, keep=3
     """
     import keras
 
-    from keras_structattn.callbacks import EpochCheckpoints
+    from keras_structattn.training.callbacks import EpochCheckpoints
 
     callbacks = [
         keras.callbacks.CSVLogger(os.path.join(output_dir, history_name), append=True),

@@ -10,9 +10,9 @@ import os
 import keras
 import numpy as np
 
-from keras_structattn import hparams as hparams_lib
-from keras_structattn.callbacks import restore_latest
 from keras_structattn.data import image_features
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.callbacks import restore_latest
 from recipes import _cli
 from recipes import _replicas
 from recipes._run import RunFolder
@@ -351,7 +351,7 @@ def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args
     decay epochs: the MCAN code's schedule, docs/vqa.md), with the
     --jit setting under `replicas` (`jit_flag`); `compile_args` are the
     loss, metrics, ... Call it inside `replicas.scope()`."""
-    from keras_structattn.schedules import StepWarmupDecay
+    from keras_structattn.training.schedules import StepWarmupDecay
 
     model.compile(
         optimizer=keras.optimizers.Adam(
@@ -382,7 +382,7 @@ def jit_flag(args, replicas=None):
 
 def newest_weights(args):
     """--weights, else the newest readable checkpoint of the run."""
-    from keras_structattn import checkpoints as checkpoints_lib
+    from keras_structattn.training import checkpoints as checkpoints_lib
 
     if args.weights:
         return args.weights

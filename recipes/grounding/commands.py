@@ -13,11 +13,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_structattn import grounding  # noqa: E402
-from keras_structattn.data import refcoco  # noqa: E402
-from keras_structattn.data.vqa import question_batch  # noqa: E402
-from keras_structattn.data.vqa import records_report  # noqa: E402
 from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
+from keras_structattn.tasks.grounding import heads as grounding  # noqa: E402
+from keras_structattn.tasks.grounding import refcoco  # noqa: E402
+from keras_structattn.tasks.vqa.vqa import question_batch  # noqa: E402
+from keras_structattn.tasks.vqa.vqa import records_report  # noqa: E402
 from models.muan import MUANGrounding  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
@@ -324,7 +324,7 @@ def predict(args):
 def visualize(args):
     """PNGs: the proposals shaded by the model's ranking probability, the
     predicted box outlined in red and the referred box in green."""
-    from keras_structattn import attention_maps
+    from keras_structattn.tasks import attention_maps
 
     trained = load_trained(args)
     splits = load_splits(args, (args.split,))

@@ -14,13 +14,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_structattn.data import textvqa as textvqa_data  # noqa: E402
-from keras_structattn.data.phoc import phoc  # noqa: E402
-from keras_structattn.data.vqa import question_batch  # noqa: E402
 from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
 from keras_structattn.metrics import textvqa as textvqa_metrics  # noqa: E402
 from keras_structattn.ops import relation_tables  # noqa: E402
 from keras_structattn.ops import spatial_graph  # noqa: E402
+from keras_structattn.tasks.textvqa import textvqa as textvqa_data  # noqa: E402
+from keras_structattn.tasks.textvqa.phoc import phoc  # noqa: E402
+from keras_structattn.tasks.vqa.vqa import question_batch  # noqa: E402
 from models import m4c as m4c_models  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
@@ -150,7 +150,7 @@ def _feature_dims(split, fasttext_dim):
 
 
 def textvqa_phoc_dim():
-    from keras_structattn.data.phoc import PHOC_DIM
+    from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
 
     return PHOC_DIM
 
@@ -375,7 +375,7 @@ def compile_model(model, hparams, args, replicas=None):
     """Adam under M4C's warm-up and step decay, gradients clipped to the
     global norm `clip_norm` (mmf's `max_grad_l2_norm`), --jit under
     `replicas` (`_vl.jit_flag`)."""
-    from keras_structattn.schedules import LinearWarmupMultiStepDecay
+    from keras_structattn.training.schedules import LinearWarmupMultiStepDecay
 
     model.compile(
         optimizer=keras.optimizers.Adam(
@@ -591,7 +591,7 @@ def visualize(args):
     OCR tokens (last layer, mean over heads); for SA-M4C, one panel per
     spatial head: the boxes that head lets the copied token (else the first
     OCR token) attend to, lit by its attention weights."""
-    from keras_structattn import attention_maps
+    from keras_structattn.tasks import attention_maps
 
     trained = load_trained(args)
     model, question_vocab, answer_vocab, settings, hparams = trained

@@ -33,25 +33,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
-from keras_structattn import hparams as hparams_lib  # noqa: E402
-from keras_structattn.callbacks import EpochCheckpoints  # noqa: E402
-from keras_structattn.callbacks import StopAtStep  # noqa: E402
-from keras_structattn.callbacks import restore_latest  # noqa: E402
-from keras_structattn.data import batching  # noqa: E402
-from keras_structattn.data import parallel_text  # noqa: E402
-from keras_structattn.data import recorded as recorded_lib  # noqa: E402
-from keras_structattn.data import tatoeba  # noqa: E402
 from keras_structattn.data import vocab as vocab_lib  # noqa: E402
-from keras_structattn.losses import PaddedAccuracy  # noqa: E402
-from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
+from keras_structattn.decoding.tokens import PAD_ID  # noqa: E402
 from keras_structattn.metrics import corpus_bleu  # noqa: E402
 from keras_structattn.metrics import corpus_chrf  # noqa: E402
 from keras_structattn.metrics.text import group_references  # noqa: E402
-from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
-from keras_structattn.tokens import PAD_ID  # noqa: E402
-from keras_structattn.translation import string_translator  # noqa: E402
-from keras_structattn.translation import translate_sentences  # noqa: E402
+from keras_structattn.tasks.translation import batching  # noqa: E402
+from keras_structattn.tasks.translation import parallel_text  # noqa: E402
+from keras_structattn.tasks.translation import recorded as recorded_lib  # noqa: E402
+from keras_structattn.tasks.translation import tatoeba  # noqa: E402
+from keras_structattn.tasks.translation.translate import string_translator  # noqa: E402
+from keras_structattn.tasks.translation.translate import translate_sentences  # noqa: E402
+from keras_structattn.training import checkpoints as checkpoints_lib  # noqa: E402
+from keras_structattn.training import hparams as hparams_lib  # noqa: E402
+from keras_structattn.training.callbacks import EpochCheckpoints  # noqa: E402
+from keras_structattn.training.callbacks import StopAtStep  # noqa: E402
+from keras_structattn.training.callbacks import restore_latest  # noqa: E402
+from keras_structattn.training.losses import PaddedAccuracy  # noqa: E402
+from keras_structattn.training.losses import PaddedCrossEntropy  # noqa: E402
+from keras_structattn.training.schedules import WarmupRsqrtDecay  # noqa: E402
 from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 from recipes import _cli  # noqa: E402

@@ -16,14 +16,14 @@ import numpy as np  # noqa: E402
 
 import models.catt_vqa  # noqa: E402, F401  (registers the Transformer+CATT hparams sets)
 import models.muan  # noqa: E402, F401  (registers the MUAN hparams sets)
-from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
-from keras_structattn import dictionaries  # noqa: E402
-from keras_structattn.data import vqa as vqa_data  # noqa: E402
 from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
-from keras_structattn.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
 from keras_structattn.metrics import evaluate_vqa  # noqa: E402
 from keras_structattn.metrics import prepare_answer  # noqa: E402
 from keras_structattn.metrics import write_vqa_scores_json  # noqa: E402
+from keras_structattn.tasks.vqa import vqa as vqa_data  # noqa: E402
+from keras_structattn.training import checkpoints as checkpoints_lib  # noqa: E402
+from keras_structattn.training import dictionaries  # noqa: E402
+from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
 from models import vqa as vqa_models  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
@@ -533,7 +533,7 @@ def visualize(args):
     cross-attention for Transformer(+CATT)); beside them, for MUAN the four
     quadrants of the last block's unified attention (Fig. 6), for CATT the
     CS attention over the image and word dictionaries."""
-    from keras_structattn import attention_maps
+    from keras_structattn.tasks import attention_maps
 
     trained = load_trained(args)
     model, question_vocab, answers, settings, hparams = trained

@@ -10,12 +10,12 @@ import importlib.resources
 
 import pytest
 
-from keras_structattn.data import clean_text
-from keras_structattn.data import load_tatoeba_en_de
-from keras_structattn.data import split_of
-from keras_structattn.data.tatoeba import _raw_pairs
-from keras_structattn.data.tatoeba import data_path
 from keras_structattn.metrics.text import group_references
+from keras_structattn.tasks.translation import clean_text
+from keras_structattn.tasks.translation import load_tatoeba_en_de
+from keras_structattn.tasks.translation import split_of
+from keras_structattn.tasks.translation.tatoeba import _raw_pairs
+from keras_structattn.tasks.translation.tatoeba import data_path
 
 SHA256 = "593c1d49120846a80b905964204a7d86f83a25dd10c7db04854a57f08d03a2df"
 
