@@ -27,7 +27,8 @@ def test_packaged_file_sha256():
 
 
 def test_notice_is_packaged():
-    notice = importlib.resources.files("keras_structattn.data") / "tatoeba_en_de" / "NOTICE.md"
+    package = importlib.resources.files("keras_structattn.tasks.translation")
+    notice = package / "tatoeba_en_de" / "NOTICE.md"
     text = notice.read_text(encoding="utf-8")
     assert "CC BY 2.0 FR" in text and "tatoeba.org" in text and SHA256 in text
 

@@ -28,7 +28,7 @@ from keras_structattn.tasks.translation.parallel_text import read_tsv_pairs
 
 SPLITS = ("train", "dev", "test")
 
-# Name of the data file inside the package `keras_structattn.data`.
+# Name of the data file inside the package `keras_structattn.tasks.translation`.
 _DATA_DIR = "tatoeba_en_de"
 _DATA_FILE = "deu-eng.tsv.gz"
 
@@ -58,7 +58,7 @@ def split_of(english):
 
 def data_path():
     """The packaged data file, as an `importlib.resources` traversable."""
-    return importlib.resources.files("keras_structattn.data") / _DATA_DIR / _DATA_FILE
+    return importlib.resources.files("keras_structattn.tasks.translation") / _DATA_DIR / _DATA_FILE
 
 
 @functools.lru_cache(maxsize=1)
