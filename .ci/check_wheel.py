@@ -54,7 +54,7 @@ def check_wheel_contents(path):
     print("    wheel entries:", ", ".join(f"{t}/ ({n} files)" for t, n in sorted(tops.items())))
     allowed = {"keras_structattn", f"keras_structattn-{version}.dist-info"}
     check(set(tops) <= allowed, f"the wheel holds only {sorted(allowed)}")
-    data = "keras_structattn/data/tatoeba_en_de/deu-eng.tsv.gz"
+    data = "keras_structattn/tasks/translation/tatoeba_en_de/deu-eng.tsv.gz"
     check(data in files, f"the wheel holds {data}")
     return version
 
@@ -73,9 +73,10 @@ def check_environment(expected_version):
     location = os.path.realpath(keras_structattn.__file__)
     print("    keras_structattn from", os.path.dirname(location))
     check("site-packages" in location, "keras_structattn comes from the installed wheel")
-    # keras_structattn.data itself needs the `text` extra: look, don't import.
-    data = os.path.join(os.path.dirname(location), "data", "tatoeba_en_de", "deu-eng.tsv.gz")
-    check(os.path.isfile(data), "package data keras_structattn/data/tatoeba_en_de/ is installed")
+    # keras_structattn.tasks.translation needs the `text` extra: look, don't import.
+    folder = "tasks/translation/tatoeba_en_de"
+    data = os.path.join(os.path.dirname(location), *folder.split("/"), "deu-eng.tsv.gz")
+    check(os.path.isfile(data), f"package data keras_structattn/{folder}/ is installed")
     installed = importlib.metadata.version("keras-structattn")
     print(f"    keras_structattn.__version__ = {keras_structattn.__version__}, "
           f"distribution version = {installed}")

@@ -46,10 +46,10 @@ from keras import ops  # noqa: E402
 
 from _timing import paired_medians  # noqa: E402
 
-from keras_structattn import hparams as hparams_lib  # noqa: E402
 from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
-from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
-from keras_structattn.tokens import EOS_ID  # noqa: E402
+from keras_structattn.decoding.tokens import EOS_ID  # noqa: E402
+from keras_structattn.training import hparams as hparams_lib  # noqa: E402
+from keras_structattn.training.losses import PaddedCrossEntropy  # noqa: E402
 from models.captioner import TransformerCaptioner  # noqa: E402
 
 VARIANTS = ("", "_area2x2", "_area3x3")

@@ -40,7 +40,7 @@ from _timing import make_steps  # noqa: E402
 from _timing import paired_medians  # noqa: E402
 
 from keras_structattn.layers.catt_attention import CATTAttention  # noqa: E402
-from keras_structattn.layers.catt_attention import GlobalDictionary  # noqa: E402
+from keras_structattn.layers.global_dictionary import GlobalDictionary  # noqa: E402
 
 HEADS, HIDDEN, SIZE = 8, 512, 500
 SHAPES = [("regions", 36, False), ("words", 50, True)]

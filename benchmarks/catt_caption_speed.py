@@ -36,8 +36,8 @@ import numpy as np  # noqa: E402
 
 from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
-from keras_structattn import hparams as hparams_lib  # noqa: E402
-from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
+from keras_structattn.training import hparams as hparams_lib  # noqa: E402
+from keras_structattn.training.losses import PaddedCrossEntropy  # noqa: E402
 from models.catt_captioner import CATTCaptioner  # noqa: E402
 from models.updown import UpDownCaptioner  # noqa: E402
 

@@ -142,8 +142,8 @@ def speed_part(args):
 
     import models.catt_vqa  # noqa: F401  (registers the sets)
     from benchmarks._timing import paired_medians
-    from keras_structattn import hparams as hparams_lib
-    from keras_structattn.losses import SoftTargetBinaryCrossEntropy
+    from keras_structattn.training import hparams as hparams_lib
+    from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
     from models.vqa import build_vqa_model
 
     rng = np.random.default_rng(0)

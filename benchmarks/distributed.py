@@ -4,7 +4,7 @@ A full Keras training step (`model.train_on_batch`: forward, loss,
 backward, Adam update) of the VQA model (MCAN, `mcan_tiny` by default, the
 recipe's embedded-default size) on one global batch, once on a model
 placed on one device and once on a model trained data-parallel over N
-devices through `keras_structattn.distribution` (JAX: Keras'
+devices through `keras_structattn.training.distribution` (JAX: Keras'
 `DataParallel`; TensorFlow: `MirroredStrategy`, which runs without XLA).
 Both models live in the same process and their steps are timed
 alternately after warm-up (paired medians), so the ratio is free of the
@@ -53,9 +53,9 @@ def main(argv=None):
     from benchmarks.vqa_speed import ANSWERS
     from benchmarks.vqa_speed import VOCAB
     from benchmarks.vqa_speed import batch as vqa_batch
-    from keras_structattn import distribution
-    from keras_structattn import hparams as hparams_lib
-    from keras_structattn.losses import SoftTargetBinaryCrossEntropy
+    from keras_structattn.training import distribution
+    from keras_structattn.training import hparams as hparams_lib
+    from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
     from models.vqa import build_vqa_model
 
     backend = keras.backend.backend()

@@ -54,7 +54,7 @@ from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
 from benchmarks.spatial_graph import median_ms  # noqa: E402
 from benchmarks.spatial_graph import random_boxes  # noqa: E402
-from keras_structattn import hparams as hparams_lib  # noqa: E402
+from keras_structattn.training import hparams as hparams_lib  # noqa: E402
 from models.m4c import BOS  # noqa: E402
 from models.m4c import M4C  # noqa: E402
 from models.m4c import m4c_loss  # noqa: E402

@@ -30,9 +30,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from keras_structattn import hparams as hparams_lib  # noqa: E402
 from keras_structattn.decoding import greedy_search  # noqa: E402
-from keras_structattn.losses import PaddedCrossEntropy  # noqa: E402
+from keras_structattn.training import hparams as hparams_lib  # noqa: E402
+from keras_structattn.training.losses import PaddedCrossEntropy  # noqa: E402
 from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 

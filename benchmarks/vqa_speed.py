@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 import models.muan  # noqa: E402, F401  (registers the MUAN hparams sets)
 from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
-from keras_structattn import hparams as hparams_lib  # noqa: E402
-from keras_structattn.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
+from keras_structattn.training import hparams as hparams_lib  # noqa: E402
+from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
 from models.vqa import build_vqa_model  # noqa: E402
 
 D512_MUAN = "hidden_size=512,num_heads=8,filter_size=2048"

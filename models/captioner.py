@@ -35,9 +35,9 @@ a final layer norm. The decoder is the translation Transformer's
 (`models/transformer.py`): target embedding scaled by `sqrt(hidden_size)`
 plus the timing signal, pre-norm decoder blocks, final layer norm and the
 softmax (shared with the target embedding by default); token ids follow
-`keras_structattn.tokens` (0 pads and starts the caption, 1 is EOS).
+`keras_structattn.decoding.tokens` (0 pads and starts the caption, 1 is EOS).
 
-Hyper-parameter sets (`keras_structattn.hparams`): `captioner_tiny`,
+Hyper-parameter sets (`keras_structattn.training.hparams`): `captioner_tiny`,
 `captioner_small` and `captioner_base` (the paper's 6+6 layers x 512, 8
 heads), each with `_area2x2` and `_area3x3` variants (area attention in
 the first 2 layers, encoder self and encoder-decoder attention).
@@ -46,13 +46,13 @@ the first 2 layers, encoder self and encoder-decoder attention).
 import keras
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
 from keras_structattn.layers.area_attention import KEY_MODES
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
 from keras_structattn.layers.blocks import check_sizes
-from keras_structattn.ops import _checks
 from keras_structattn.ops import areas
 from keras_structattn.ops.attend_areas import VALUE_MODES
+from keras_structattn.training import hparams as hparams_lib
 from models.image_input import BOX_GEOMETRY_SIZE  # noqa: F401 (re-exported)
 from models.image_input import ENCODER_INPUTS  # noqa: F401 (re-exported)
 from models.image_input import GRID_POSITIONS  # noqa: F401 (re-exported)
@@ -162,11 +162,11 @@ class TransformerCaptioner(ImageInput, Seq2Seq):
             attention_dropout=attention_dropout,
             relu_dropout=relu_dropout,
         )
-        _checks.positive_int("num_hidden_layers", num_hidden_layers)
-        _checks.positive_int("max_area_width", max_area_width)
-        _checks.positive_int("max_area_height", max_area_height)
-        _checks.one_of("area_key_mode", area_key_mode, KEY_MODES)
-        _checks.one_of("area_value_mode", area_value_mode, VALUE_MODES)
+        checks.positive_int("num_hidden_layers", num_hidden_layers)
+        checks.positive_int("max_area_width", max_area_width)
+        checks.positive_int("max_area_height", max_area_height)
+        checks.one_of("area_key_mode", area_key_mode, KEY_MODES)
+        checks.one_of("area_value_mode", area_value_mode, VALUE_MODES)
         if not 0 <= num_area_layers <= num_hidden_layers:
             raise ValueError(
                 f"Argument `num_area_layers` must be in [0, {num_hidden_layers}]"

@@ -19,14 +19,14 @@ one Dense `2 * hidden -> vocab`.
 Post-norm blocks, as the paper's Transformer (Vaswani et al.) and the
 released LXMERT+CATT code; word embeddings scaled by `sqrt(hidden)` plus
 the sinusoid timing signal; 0 pads and starts a caption, 1 is EOS
-(`keras_structattn.tokens`).
+(`keras_structattn.decoding.tokens`).
 
 `dictionary_size=0` gives the model's **non-CATT twin**: no dictionaries,
 no CS stream, the predictor on `Z^` alone; its weights are exactly the CATT
 model's IS weights (the predictor aside), which is how the paper's
 "Transformer" baseline relates to "Transformer+CATT".
 
-Dictionaries: before training, `keras_structattn.dictionaries.
+Dictionaries: before training, `keras_structattn.training.dictionaries.
 fit_dictionaries` sets them to K-means centres of what they stand in for
 (`dictionary_samples`): the image dictionary over the embedded training
 regions (the first encoder block's input), the word dictionary over the
@@ -48,12 +48,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
+from keras_structattn.decoding.tokens import PAD_ID
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.catt_transformer import CATTDecoder
 from keras_structattn.layers.catt_transformer import CATTEncoder
-from keras_structattn.ops import _checks
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.training import hparams as hparams_lib
 from models.captioner import TransformerCaptioner
 from models.image_input import ImageInput
 from models.image_input import decode_captions
@@ -128,12 +128,12 @@ class CATTCaptioner(ImageInput, Seq2Seq):
             attention_dropout=attention_dropout,
             relu_dropout=relu_dropout,
         )
-        _checks.positive_int("num_hidden_layers", num_hidden_layers)
+        checks.positive_int("num_hidden_layers", num_hidden_layers)
         if dictionary_size:
-            _checks.positive_int("dictionary_size", dictionary_size)
+            checks.positive_int("dictionary_size", dictionary_size)
         else:
-            _checks.non_negative_int("dictionary_size", dictionary_size)
-        _checks.boolean("share_weights", share_weights)
+            checks.non_negative_int("dictionary_size", dictionary_size)
+        checks.boolean("share_weights", share_weights)
         # The predictor reads [Z^; X^] (2 * hidden wide): no tying with the
         # hidden-wide word embedding.
         super().__init__(vocab_size, hidden_size, False, seed, **kwargs)
@@ -245,7 +245,7 @@ class CATTCaptioner(ImageInput, Seq2Seq):
 
     def global_dictionaries(self):
         """`{"image": ..., "words": ...}` `GlobalDictionary` layers (empty
-        for the twin); see `keras_structattn.dictionaries`."""
+        for the twin); see `keras_structattn.training.dictionaries`."""
         if not self.dictionary_size:
             return {}
         return {

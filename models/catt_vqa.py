@@ -42,15 +42,15 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
 from keras_structattn.layers.blocks import BlockBase
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
-from keras_structattn.layers.catt_attention import GlobalDictionary
-from keras_structattn.layers.catt_attention import uniform_dictionary_initializer
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
+from keras_structattn.layers.global_dictionary import GlobalDictionary
+from keras_structattn.layers.global_dictionary import uniform_dictionary_initializer
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
+from keras_structattn.training import hparams as hparams_lib
 from models.vqa import check_vqa_inputs
 from models.vqa import vqa_training_defaults
 
@@ -111,7 +111,7 @@ class CATTCrossModalityLayer(BlockBase):
     def __init__(self, hidden_size, filter_size, num_heads, *, update_vision=True,
                  activation="gelu", **kwargs):
         super().__init__(hidden_size, filter_size, num_heads, **kwargs)
-        self.update_vision = _checks.boolean("update_vision", update_vision)
+        self.update_vision = checks.boolean("update_vision", update_vision)
         self.activation = keras.activations.get(activation)
         self.cross_attention = self._attention("cross_attention")
         self.cross_attention_residual = self._residual("cross_attention_residual")
@@ -199,7 +199,7 @@ class CATTVQA(keras.Model):
     Initialisation: Keras defaults (Glorot uniform kernels, zero biases,
     uniform(-0.05, 0.05) embeddings), not BERT's N(0, 0.02); the
     dictionaries start at uniform(0, 0.01) (the released code's, the
-    paper's "w/o Init") until `keras_structattn.dictionaries.
+    paper's "w/o Init") until `keras_structattn.training.dictionaries.
     fit_dictionaries` sets them to K-means centres (the recipe does, for a
     new run).
 
@@ -263,8 +263,8 @@ class CATTVQA(keras.Model):
                             ("num_vision_layers", num_vision_layers),
                             ("num_cross_layers", num_cross_layers), ("word_dim", word_dim),
                             ("max_question_length", max_question_length)):
-            _checks.positive_int(name, value)
-        _checks.non_negative_int("dictionary_size", dictionary_size)
+            checks.positive_int(name, value)
+        checks.non_negative_int("dictionary_size", dictionary_size)
         self._config = dict(
             vocab_size=vocab_size, num_answers=num_answers, hidden_size=hidden_size,
             num_heads=num_heads, filter_size=filter_size,

@@ -23,7 +23,7 @@ captions (K captions of each image against one encoding of it).
 import keras
 from keras import ops
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 from keras_structattn.ops.positions import timing_signal
 
 ENCODER_INPUTS = ("grid", "regions")
@@ -45,10 +45,10 @@ class ImageInput:
 
     def _set_image_input(self, encoder_input, grid_height, grid_width, grid_positions):
         """Checks and keeps the image hparams (module docstring)."""
-        _checks.one_of("encoder_input", encoder_input, ENCODER_INPUTS)
-        _checks.positive_int("grid_height", grid_height)
-        _checks.positive_int("grid_width", grid_width)
-        _checks.one_of("grid_positions", grid_positions, GRID_POSITIONS)
+        checks.one_of("encoder_input", encoder_input, ENCODER_INPUTS)
+        checks.positive_int("grid_height", grid_height)
+        checks.positive_int("grid_width", grid_width)
+        checks.one_of("grid_positions", grid_positions, GRID_POSITIONS)
         self.encoder_input = encoder_input
         self.grid_height = grid_height
         self.grid_width = grid_width

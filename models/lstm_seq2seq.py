@@ -24,11 +24,11 @@ stateful random draw inside `scan` does not compose across backends).
 import keras
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.transformer import make_attention
-from keras_structattn.ops import _checks
+from keras_structattn.training import hparams as hparams_lib
 from models.seq2seq import Seq2Seq
 
 
@@ -112,8 +112,8 @@ class LSTMSeq2Seq(Seq2Seq):
         **kwargs,
     ):
         check_sizes(hidden_size, num_heads, dropout=dropout)
-        _checks.positive_int("num_hidden_layers", num_hidden_layers)
-        _checks.positive_int("max_area_width", max_area_width)
+        checks.positive_int("num_hidden_layers", num_hidden_layers)
+        checks.positive_int("max_area_width", max_area_width)
         super().__init__(
             vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
         )

@@ -16,7 +16,7 @@ choices.
 * OCR tokens (Eq. 2): `LN(W_3 x^ft + W_4 x^p + W_5 x^fr) + LN(W_6 x^b)`:
   one Dense over the host-built concatenation `[FastText; PHOC;
   appearance]` (each part L2-normalised by the input pipeline,
-  `keras_structattn.data.textvqa`), dropout.
+  `keras_structattn.tasks.textvqa.textvqa`), dropout.
 * Multimodal transformer over `[question; objects; OCR; previous
   predictions]` (Sec. 3.2) with M4C's mask: every position sees the real
   question, object and OCR tokens; decoder position t also sees decoder
@@ -53,13 +53,13 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
 from keras_structattn.layers.blocks import BlockBase
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
+from keras_structattn.training import hparams as hparams_lib
 
 BOX_DIM = 4
 MODEL_TYPE = "textvqa"
@@ -106,7 +106,7 @@ class M4CLayer(BlockBase):
     def __init__(self, hidden_size, filter_size, num_heads, *, spatial=False, context_size=3,
                  head_relations=None, **kwargs):
         super().__init__(hidden_size, filter_size, num_heads, **kwargs)
-        self.spatial = _checks.boolean("spatial", spatial)
+        self.spatial = checks.boolean("spatial", spatial)
         self.context_size = context_size
         self.head_relations = head_relations
         common = dict(num_heads=num_heads, key_dim=hidden_size // num_heads,
@@ -271,9 +271,9 @@ class M4C(keras.Model):
                             ("max_ocr", max_ocr), ("num_steps", num_steps),
                             ("num_text_layers", num_text_layers),
                             ("max_question_length", max_question_length)):
-            _checks.positive_int(name, value)
-        _checks.non_negative_int("num_layers", num_layers)
-        _checks.non_negative_int("num_spatial_layers", num_spatial_layers)
+            checks.positive_int(name, value)
+        checks.non_negative_int("num_layers", num_layers)
+        checks.non_negative_int("num_spatial_layers", num_spatial_layers)
         if answer_vocab_size <= EOS:
             raise ValueError("Argument `answer_vocab_size` must count <pad>, <s> and </s> "
                              f"(> 2). Received: answer_vocab_size={answer_vocab_size}")

@@ -16,10 +16,10 @@ blocks, docs/vqa.md (section MUAN) and docs/grounding.md the models.
   concatenated with a learned projection of its 5-d box feature
   `[x1, y1, x2, y2, w h]` (the paper's footnote 3) before `FC_y`; two
   Dense layers on each region's output give its ranking score and its box
-  deltas (Eq. 11), trained with `keras_structattn.grounding`'s losses
+  deltas (Eq. 11), trained with `keras_structattn.tasks.grounding.heads`'s losses
   (Eqs. 12-14).
 
-Hyper-parameter sets (`keras_structattn.hparams`): `muan_base`,
+Hyper-parameter sets (`keras_structattn.training.hparams`): `muan_base`,
 `muan_tiny`, `muan_tiny_nogate` (`model_type="vqa"`), and
 `muan_grounding_base`, `muan_grounding_tiny` (`model_type="grounding"`),
 all with `architecture="muan"`.
@@ -31,16 +31,16 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn import grounding
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
 from keras_structattn.layers.blocks import LAYER_NORMS
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.question_encoder import QuestionEncoder
 from keras_structattn.layers.unified_attention import UnifiedAttentionStack
-from keras_structattn.ops import _checks
 from keras_structattn.ops.box_geometry import box_position_features
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
+from keras_structattn.tasks.grounding import heads as grounding
+from keras_structattn.training import hparams as hparams_lib
 from models.vqa import vqa_training_defaults
 
 VQA_INPUTS = ("question", "regions", "boxes", "region_mask")
@@ -92,20 +92,20 @@ class _UnifiedAttentionModel(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _checks.positive_int("vocab_size", vocab_size)
+        checks.positive_int("vocab_size", vocab_size)
         check_sizes(
             hidden_size, num_heads, filter_size, dropout=dropout,
             attention_dropout=attention_dropout,
         )
-        _checks.positive_int("num_blocks", num_blocks)
-        _checks.positive_int("word_dim", word_dim)
-        _checks.non_negative_int("gate_dim", gate_dim)
-        _checks.one_of("mask_quadrants", mask_quadrants, (NO_QUADRANT_MASK, "self", "co"))
-        _checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
-        _checks.boolean("use_box_features", use_box_features)
-        _checks.non_negative_int("box_feature_dim", box_feature_dim)
+        checks.positive_int("num_blocks", num_blocks)
+        checks.positive_int("word_dim", word_dim)
+        checks.non_negative_int("gate_dim", gate_dim)
+        checks.one_of("mask_quadrants", mask_quadrants, (NO_QUADRANT_MASK, "self", "co"))
+        checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
+        checks.boolean("use_box_features", use_box_features)
+        checks.non_negative_int("box_feature_dim", box_feature_dim)
         if seed is not None:
-            _checks.non_negative_int("seed", seed)
+            checks.non_negative_int("seed", seed)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_heads = num_heads
@@ -115,14 +115,14 @@ class _UnifiedAttentionModel(keras.Model):
         self.attention_dropout = float(attention_dropout)
         self.word_dim = word_dim
         self.gate_dim = gate_dim
-        self.gate_per_head = _checks.boolean("gate_per_head", gate_per_head)
-        self.share_gate_weights_across_heads = _checks.boolean(
+        self.gate_per_head = checks.boolean("gate_per_head", gate_per_head)
+        self.share_gate_weights_across_heads = checks.boolean(
             "share_gate_weights_across_heads", share_gate_weights_across_heads
         )
-        self.qk_gate = _checks.boolean("qk_gate", qk_gate)
+        self.qk_gate = checks.boolean("qk_gate", qk_gate)
         self.mask_quadrants = mask_quadrants
         self.layer_norm = layer_norm
-        self.modality_norm = _checks.boolean("modality_norm", modality_norm)
+        self.modality_norm = checks.boolean("modality_norm", modality_norm)
         self.use_box_features = use_box_features
         self.box_feature_dim = box_feature_dim
         self.seed = seed
@@ -303,7 +303,7 @@ class MUAN(_UnifiedAttentionModel):
 
     def __init__(self, vocab_size, num_answers, **kwargs):
         super().__init__(vocab_size, **kwargs)
-        _checks.positive_int("num_answers", num_answers)
+        checks.positive_int("num_answers", num_answers)
         self.num_answers = num_answers
         self.classifier = keras.layers.Dense(
             num_answers, name="classifier", dtype=self.dtype_policy
@@ -314,7 +314,7 @@ class MUAN(_UnifiedAttentionModel):
         """The model of a `muan_*` VQA hparams set.
 
         Args:
-            hparams: a `keras_structattn.hparams.HParams` with
+            hparams: a `keras_structattn.training.hparams.HParams` with
                 `architecture="muan"` and `model_type="vqa"`.
             vocab_size: word ids; num_answers: answers.
             word_vectors: optional `[vocab_size, word_dim]` GloVe rows.
@@ -440,7 +440,7 @@ class MUANGrounding(_UnifiedAttentionModel):
 
     def predict_boxes(self, outputs, boxes):
         """The top-scoring region's box refined by its deltas, clipped to
-        [0, 1] (`keras_structattn.grounding.predict_boxes`).
+        [0, 1] (`keras_structattn.tasks.grounding.heads.predict_boxes`).
 
         Args:
             outputs: the dict `call` returns.

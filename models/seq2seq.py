@@ -7,7 +7,7 @@ What the Transformer (`models/transformer.py`), the LSTM seq2seq
   have defaults are its hparams: `hparam_defaults()` reads them from the
   signature, so each default is written once, in the constructor.
   `default_hparams(**changes)` adds `model_type` and the recipe's training
-  values (`keras_structattn.hparams.training_defaults`, with the family's
+  values (`keras_structattn.training.hparams.training_defaults`, with the family's
   `training_hparams` changes); `from_hparams` builds a model from an
   `HParams`, and `get_config` returns the constructor's arguments.
 * Embeddings with the shared softmax. A source and a target
@@ -19,7 +19,7 @@ What the Transformer (`models/transformer.py`), the LSTM seq2seq
   `initial_cache`, `decode_step`, plus `decode` (the teacher-forced pass)
   and `call((source_ids, decoder_inputs))`.
 
-Token ids follow `keras_structattn.tokens` (tensor2tensor's convention):
+Token ids follow `keras_structattn.decoding.tokens` (tensor2tensor's convention):
 `PAD_ID` pads and starts the decoder, `EOS_ID` ends a sentence.
 
 Seeds: the model's random sublayers (the embedding initializers first,
@@ -32,9 +32,9 @@ import inspect
 import keras
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn.decoding.tokens import PAD_ID
 from keras_structattn.layers.blocks import sub_seed
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.training import hparams as hparams_lib
 
 
 class Seq2Seq(keras.Model):
@@ -148,7 +148,7 @@ class Seq2Seq(keras.Model):
 
     @classmethod
     def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):
-        """Builds the model of a `keras_structattn.hparams.HParams` set."""
+        """Builds the model of a `keras_structattn.training.hparams.HParams` set."""
         values = {name: getattr(hparams, name) for name in cls.hparam_defaults()}
         return cls(vocab_size=vocab_size, seed=seed, **values, **kwargs)
 

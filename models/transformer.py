@@ -3,7 +3,7 @@
 The model maps `(source_ids, decoder_inputs)` to float32 logits over the
 target vocabulary. Conventions of tensor2tensor: token id 0 is padding (and
 the decoder's start symbol: `decoder_inputs` is the target shifted right
-with a 0), id 1 is EOS (`keras_structattn.tokens`); embeddings are scaled by
+with a 0), id 1 is EOS (`keras_structattn.decoding.tokens`); embeddings are scaled by
 `sqrt(hidden_size)` and the embedding of id 0 is zero; float32 `[sin | cos]`
 timing signals; pre-norm blocks with a final layer norm; optionally one
 embedding matrix shared by source, target and the softmax (`Seq2Seq`,
@@ -14,7 +14,7 @@ the first `num_area_layers` layers, in the attention kinds listed in
 `area_attention_kinds` (encoder self-attention, decoder self-attention and
 encoder-decoder attention by default, as in the paper).
 
-Hyper-parameter sets (`keras_structattn.hparams`): `transformer_tiny`,
+Hyper-parameter sets (`keras_structattn.training.hparams`): `transformer_tiny`,
 `transformer_small`, `transformer_base` (the constructor's defaults),
 `transformer_big`, each with an `_area` variant (area attention of width 3
 in the first 2 layers).
@@ -25,11 +25,11 @@ import math
 import keras
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
 from keras_structattn.layers.transformer import TransformerDecoderBlock
 from keras_structattn.layers.transformer import TransformerEncoderBlock
-from keras_structattn.ops import _checks
 from keras_structattn.ops.positions import timing_signal
+from keras_structattn.training import hparams as hparams_lib
 from models.seq2seq import Seq2Seq
 
 AREA_KINDS = ("encoder_self", "decoder_self", "encdec")
@@ -107,7 +107,7 @@ class Transformer(Seq2Seq):
             vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
         )
         self._keep_config(locals())
-        _checks.positive_int("num_hidden_layers", num_hidden_layers)
+        checks.positive_int("num_hidden_layers", num_hidden_layers)
         if not 0 <= num_area_layers <= num_hidden_layers:
             raise ValueError(
                 f"Argument `num_area_layers` must be in [0, {num_hidden_layers}]"

@@ -28,7 +28,7 @@ dictionary of `dictionary_size` entries (K = 1000 in the supplementary)
 with the same additive scorer (`CATTTopDownAttention`; IS-ATT over the
 regions, CS-ATT over the dictionary), and the language LSTM reads
 `[v^_IS; v^_CS; h1_t]`. The dictionary lives in the space of the `v_i`:
-`keras_structattn.dictionaries.fit_dictionaries` sets it to K-means centres
+`keras_structattn.training.dictionaries.fit_dictionaries` sets it to K-means centres
 of the training images' region vectors (the paper's initialisation). See
 docs/captioning.md ("Up-Down and Up-Down+CATT").
 
@@ -39,7 +39,7 @@ teacher-forced pass and `decode_step` run one step function (and a
 stateful random draw inside a loop, which does not compose across
 backends, is avoided).
 
-Hyper-parameter sets (`keras_structattn.hparams`): `updown_base` and
+Hyper-parameter sets (`keras_structattn.training.hparams`): `updown_base` and
 `updown_catt_base` (the paper's sizes), `updown_tiny` and
 `updown_catt_tiny` (CPU sizes for Shapes world).
 """
@@ -48,11 +48,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
 from keras_structattn.layers.blocks import check_sizes
-from keras_structattn.layers.catt_attention import CATTTopDownAttention
-from keras_structattn.layers.catt_attention import TopDownAttention
-from keras_structattn.ops import _checks
+from keras_structattn.layers.catt_top_down_attention import CATTTopDownAttention
+from keras_structattn.layers.top_down_attention import TopDownAttention
+from keras_structattn.training import hparams as hparams_lib
 from models.image_input import ENCODER_INPUTS
 from models.image_input import ImageInput
 from models.image_input import decode_captions
@@ -145,12 +145,12 @@ class UpDownCaptioner(ImageInput, Seq2Seq):
         **kwargs,
     ):
         check_sizes(hidden_size, 1, dropout=dropout)
-        _checks.positive_int("attention_size", attention_size)
-        _checks.one_of("encoder_input", encoder_input, ENCODER_INPUTS)
-        _checks.positive_int("grid_height", grid_height)
-        _checks.positive_int("grid_width", grid_width)
-        _checks.non_negative_int("dictionary_size", dictionary_size)
-        _checks.boolean("share_scorer", share_scorer)
+        checks.positive_int("attention_size", attention_size)
+        checks.one_of("encoder_input", encoder_input, ENCODER_INPUTS)
+        checks.positive_int("grid_height", grid_height)
+        checks.positive_int("grid_width", grid_width)
+        checks.non_negative_int("dictionary_size", dictionary_size)
+        checks.boolean("share_scorer", share_scorer)
         super().__init__(
             vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
         )
@@ -399,7 +399,7 @@ class UpDownCaptioner(ImageInput, Seq2Seq):
 
     def global_dictionaries(self):
         """`{"visual": GlobalDictionary}` for BUTD+CATT, `{}` for BUTD
-        (`keras_structattn.dictionaries`)."""
+        (`keras_structattn.training.dictionaries`)."""
         if not self.is_catt:
             return {}
         if not self.built:
@@ -413,7 +413,7 @@ class UpDownCaptioner(ImageInput, Seq2Seq):
         """`{"visual": float32 NumPy [N, hidden_size]}`: the region vectors
         `v_i` (no dropout) of the real regions (mask True) of a batch
         `inputs = (features, decoder_inputs)`, where the dictionary lives
-        (`keras_structattn.dictionaries.fit_dictionaries`)."""
+        (`keras_structattn.training.dictionaries.fit_dictionaries`)."""
         features = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
         v, mask = self.encode(features, training=False)
         v = np.asarray(ops.convert_to_numpy(ops.cast(v, "float32")))

@@ -9,7 +9,7 @@
   encoder output; each modality is reduced by an `AttentionFlattening`
   (AttFlat), the two summed and layer-normed, and a Dense gives one logit
   per answer (trained with a sigmoid BCE against soft scores:
-  `keras_structattn.losses.SoftTargetBinaryCrossEntropy`).
+  `keras_structattn.training.losses.SoftTargetBinaryCrossEntropy`).
 * **MCAN+PA** (Mao, Yang, Lin, Xuan and Liu, 2022, "Positional Attention
   Guided Transformer-like Architecture for Visual Question Answering",
   IEEE TNNLS; code `waizei/PositionalMCAN`): the same network with each
@@ -35,7 +35,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
+from keras_structattn import checks
 from keras_structattn.layers.attention_flattening import AttentionFlattening
 from keras_structattn.layers.blocks import LAYER_NORMS
 from keras_structattn.layers.blocks import check_sizes
@@ -46,8 +46,8 @@ from keras_structattn.layers.mcan_blocks import MCANSelfAttentionBlock
 from keras_structattn.layers.positional_attention import FUSIONS
 from keras_structattn.layers.positional_attention import POA_VARIANTS
 from keras_structattn.layers.question_encoder import QuestionEncoder
-from keras_structattn.ops import _checks
 from keras_structattn.ops.box_geometry import box_position_features
+from keras_structattn.training import hparams as hparams_lib
 
 ARCHITECTURES = ("mcan", "mcan_pa", "muan", "catt")
 INPUT_KEYS = ("question", "regions", "boxes", "region_mask")
@@ -176,14 +176,14 @@ class MCAN(keras.Model):
             ("num_decoder_layers", num_decoder_layers),
             ("max_question_length", max_question_length),
         ):
-            _checks.positive_int(name, value)
-        _checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
-        _checks.boolean("positional", positional)
-        _checks.one_of("pa_fusion", pa_fusion, FUSIONS)
-        _checks.one_of("pa_object_variant", pa_object_variant, tuple(POA_VARIANTS))
+            checks.positive_int(name, value)
+        checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
+        checks.boolean("positional", positional)
+        checks.one_of("pa_fusion", pa_fusion, FUSIONS)
+        checks.one_of("pa_object_variant", pa_object_variant, tuple(POA_VARIANTS))
         if pa_object_fusion is not None:
-            _checks.one_of("pa_object_fusion", pa_object_fusion, FUSIONS)
-        _checks.one_of("pa_word_position_init", pa_word_position_init, WORD_POSITION_INITS)
+            checks.one_of("pa_object_fusion", pa_object_fusion, FUSIONS)
+        checks.one_of("pa_word_position_init", pa_word_position_init, WORD_POSITION_INITS)
         self._config = dict(
             vocab_size=vocab_size, num_answers=num_answers, hidden_size=hidden_size,
             num_heads=num_heads, filter_size=filter_size,
@@ -267,7 +267,7 @@ class MCAN(keras.Model):
         """The model of an `mcan_*` / `mcan_pa_*` hparams set.
 
         Args:
-            hparams: a `keras_structattn.hparams.HParams` with
+            hparams: a `keras_structattn.training.hparams.HParams` with
                 `model_type="vqa"` and `architecture` "mcan" or "mcan_pa".
             vocab_size: the question vocabulary size.
             num_answers: the answer vocabulary size.
@@ -419,7 +419,7 @@ def build_vqa_model(hparams, vocab_size, num_answers, *, word_vectors=None, seed
     Returns:
         An unbuilt `keras.Model` with the VQA interface (module docstring).
     """
-    _checks.one_of("architecture", hparams.architecture, ARCHITECTURES)
+    checks.one_of("architecture", hparams.architecture, ARCHITECTURES)
     if hparams.architecture == "muan":
         from models.muan import MUAN  # noqa: PLC0415 (MUAN's module imports this one's users)
 
@@ -444,7 +444,7 @@ def vqa_training_defaults(**changes):
     MCAN's (B.5 of the specs; MCAN code `cfgs/base_cfgs.py`): Adam (0.9,
     0.98, 1e-9), batch 64, 13 epochs, the rate at 1/4, 2/4, 3/4 of the base
     over 3 warm-up epochs, x0.2 at the start of epochs 10 and 12
-    (`keras_structattn.schedules.StepWarmupDecay`); questions of up to 14
+    (`keras_structattn.training.schedules.StepWarmupDecay`); questions of up to 14
     tokens, up to 100 regions of 2048-d features.
 
     Args:

@@ -35,9 +35,9 @@ import time
 
 import keras
 
-from keras_structattn.callbacks import StopAtStep
-from keras_structattn.callbacks import restore_latest
-from keras_structattn.callbacks import save_weights_atomically
+from keras_structattn.training.callbacks import StopAtStep
+from keras_structattn.training.callbacks import restore_latest
+from keras_structattn.training.callbacks import save_weights_atomically
 from recipes import _cli
 from recipes import _curves
 from recipes import _replicas
@@ -332,7 +332,7 @@ def _callbacks(args, phase, replicas, total_steps, scores):
         callbacks.append(stopper)
 
     def make_writers():
-        from keras_structattn.callbacks import EpochCheckpoints
+        from keras_structattn.training.callbacks import EpochCheckpoints
 
         writers = [HistoryCSV(history),
                    EpochCheckpoints(os.path.join(out, phase.checkpoints),

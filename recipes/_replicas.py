@@ -1,6 +1,6 @@
 """The recipes' side of data parallelism: flags to `Replicas`, checked.
 
-See `keras_structattn.distribution` and docs/distributed.md.
+See `keras_structattn.training.distribution` and docs/distributed.md.
 """
 
 import keras
@@ -20,13 +20,13 @@ def from_flags(args):
         args: the parsed flags (`_cli.add_distribution_flags`).
 
     Returns:
-        A `keras_structattn.distribution.Replicas`.
+        A `keras_structattn.training.distribution.Replicas`.
 
     Raises:
         UsageError: the setting cannot run here (too few devices,
             multi-process on TensorFlow, ...).
     """
-    from keras_structattn import distribution
+    from keras_structattn.training import distribution
 
     try:
         replicas = distribution.replicas(
@@ -133,7 +133,7 @@ def writers(replicas, make):
     import shutil
     import tempfile
 
-    from keras_structattn.callbacks import EpochCheckpoints
+    from keras_structattn.training.callbacks import EpochCheckpoints
 
     scratch = tempfile.mkdtemp(prefix=f"process-{replicas.process_id}-checkpoints-")
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)

@@ -10,8 +10,8 @@ import os
 import keras
 import numpy as np
 
-from keras_structattn import hparams as hparams_lib
 from keras_structattn.data import image_features
+from keras_structattn.training import hparams as hparams_lib
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
@@ -361,7 +361,7 @@ def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args
     decay epochs: the MCAN code's schedule, docs/vqa.md), with the
     --jit setting under `replicas` (`jit_flag`); `compile_args` are the
     loss, metrics, ... Call it inside `replicas.scope()`."""
-    from keras_structattn.schedules import StepWarmupDecay
+    from keras_structattn.training.schedules import StepWarmupDecay
 
     # Warm-up and decay epochs as fractions of the budget: the schedule's
     # epoch is `per_epoch` steps scaled to the run's length.
@@ -396,7 +396,7 @@ def jit_flag(args, replicas=None):
 def newest_weights(args):
     """--weights, else the best checkpoint (`--early_stopping`), else the
     newest readable checkpoint of the run."""
-    from keras_structattn import checkpoints as checkpoints_lib
+    from keras_structattn.training import checkpoints as checkpoints_lib
 
     if args.weights:
         return args.weights

@@ -109,8 +109,8 @@ def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0, pos
 def run_variant(name, max_area_width, data, args):
     import keras
 
-    from keras_structattn.callbacks import EpochCheckpoints
-    from keras_structattn.callbacks import restore_latest
+    from keras_structattn.training.callbacks import EpochCheckpoints
+    from keras_structattn.training.callbacks import restore_latest
 
     keras.utils.set_random_seed(args.seed)
     (x_train, y_train), (x_test, y_test) = data

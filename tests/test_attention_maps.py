@@ -1,12 +1,12 @@
-"""Attention pictures (`keras_structattn.attention_maps`): the top area per
+"""Attention pictures (`keras_structattn.tasks.attention_maps`): the top area per
 word is the argmax of the head-averaged weights, and the PNG outlines that
 area's cells."""
 
 import numpy as np
 import pytest
 
-from keras_structattn import attention_maps
 from keras_structattn.ops.areas import area_coordinates
+from keras_structattn.tasks import attention_maps
 
 PIL = pytest.importorskip("PIL")
 
@@ -102,7 +102,7 @@ def test_quadrants_draw_each_weight_in_its_cell():
 
 
 def test_dictionary_weights_bars_are_proportional_and_sorted():
-    from keras_structattn.attention_maps import draw_dictionary_weights
+    from keras_structattn.tasks.attention_maps import draw_dictionary_weights
 
     weights = np.array([0.1, 0.6, 0.0, 0.3])
     picture = draw_dictionary_weights({"words": weights}, height=50, top=3, width=300)
@@ -120,7 +120,7 @@ def test_dictionary_weights_bars_are_proportional_and_sorted():
 def test_stacked_keeps_every_picture():
     from PIL import Image
 
-    from keras_structattn.attention_maps import stacked
+    from keras_structattn.tasks.attention_maps import stacked
 
     top, bottom = Image.new("RGB", (30, 10), (1, 2, 3)), Image.new("RGB", (50, 20), (4, 5, 6))
     picture = np.asarray(stacked([top, bottom]))

@@ -6,10 +6,10 @@ import keras
 import numpy as np
 import pytest
 
-from keras_structattn.callbacks import EpochCheckpoints
-from keras_structattn.callbacks import list_checkpoints
-from keras_structattn.callbacks import restore_latest
-from keras_structattn.callbacks import save_weights_atomically
+from keras_structattn.training.callbacks import EpochCheckpoints
+from keras_structattn.training.callbacks import list_checkpoints
+from keras_structattn.training.callbacks import restore_latest
+from keras_structattn.training.callbacks import save_weights_atomically
 
 
 def make_model(seed=0):

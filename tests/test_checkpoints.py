@@ -1,4 +1,4 @@
-"""Listing and averaging weight checkpoints (`keras_structattn.checkpoints`)."""
+"""Listing and averaging weight checkpoints (`keras_structattn.training.checkpoints`)."""
 
 import os
 
@@ -6,10 +6,10 @@ import keras
 import numpy as np
 import pytest
 
-from keras_structattn.callbacks import save_weights_atomically
-from keras_structattn.checkpoints import average_checkpoints
-from keras_structattn.checkpoints import checkpoint_paths
-from keras_structattn.checkpoints import latest_checkpoint
+from keras_structattn.training.callbacks import save_weights_atomically
+from keras_structattn.training.checkpoints import average_checkpoints
+from keras_structattn.training.checkpoints import checkpoint_paths
+from keras_structattn.training.checkpoints import latest_checkpoint
 
 
 class Counter(keras.layers.Layer):

@@ -1,4 +1,4 @@
-"""`keras_structattn.distribution`: data-parallel training on 2 devices of
+"""`keras_structattn.training.distribution`: data-parallel training on 2 devices of
 this CPU gives the weights of one device with the same global batch, on
 JAX (`DataParallel`, one process and two processes) and on TensorFlow
 (`MirroredStrategy` over two logical CPUs).
@@ -16,7 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from keras_structattn.distribution import Replicas
+from keras_structattn.training.distribution import Replicas
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +27,7 @@ TRAIN = textwrap.dedent(
     import json, sys
     import numpy as np
     import keras
-    from keras_structattn import distribution
+    from keras_structattn.training import distribution
     from keras_structattn.layers import MultiHeadAreaAttention
 
     mode, processes, process = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -148,7 +148,7 @@ def test_check_batch_and_arguments():
     with pytest.raises(ValueError, match="must split evenly over 4 replicas"):
         Replicas(num_replicas=4).check_batch(10)
     Replicas(num_replicas=4).check_batch(12)
-    from keras_structattn.distribution import replicas
+    from keras_structattn.training.distribution import replicas
 
     assert replicas("none").num_replicas == 1
     with pytest.raises(ValueError, match="distribute must be one of"):

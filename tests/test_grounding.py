@@ -1,4 +1,4 @@
-"""Tests of `keras_structattn.grounding` (MUAN's grounding losses, Yu et
+"""Tests of `keras_structattn.tasks.grounding.heads` (MUAN's grounding losses, Yu et
 al., 2019, arXiv:1908.04107, Eqs. 12-13, and the box selection).
 
 References are per-example `math` loops written from the equations
@@ -11,8 +11,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_structattn import grounding
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
+from keras_structattn.tasks.grounding import heads as grounding
 from tests._backend import gradients
 from tests._backend import to_numpy
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from keras_structattn import hparams as hparams_lib
-from keras_structattn.hparams import HParams
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.hparams import HParams
 
 DEFAULTS = HParams(
     num_heads=4, dropout=0.1, shared=True, kinds="encoder_self,decoder_self,encdec", mode="mean"

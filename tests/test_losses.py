@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from keras_structattn.losses import PaddedAccuracy
-from keras_structattn.losses import PaddedCrossEntropy
+from keras_structattn.training.losses import PaddedAccuracy
+from keras_structattn.training.losses import PaddedCrossEntropy
 
 
 def loss_reference(targets, logits, smoothing, pad_id=0):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn.losses import SoftTargetBinaryCrossEntropy
-from keras_structattn.schedules import StepWarmupDecay
+from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
+from keras_structattn.training.schedules import StepWarmupDecay
 
 
 def test_soft_target_bce_matches_numpy():

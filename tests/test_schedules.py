@@ -5,7 +5,7 @@ import math
 import pytest
 from keras import ops
 
-from keras_structattn.schedules import WarmupRsqrtDecay
+from keras_structattn.training.schedules import WarmupRsqrtDecay
 
 
 def test_schedule_matches_formula():
@@ -33,7 +33,7 @@ def _mmf_factor(step, warmup, factor, steps, ratio):
 @pytest.mark.parametrize("step", [0, 1, 500, 999, 1000, 1001, 13999, 14000, 14001, 18999,
                                   19000, 24000])
 def test_linear_warmup_multistep_decay_matches_mmf(step):
-    from keras_structattn.schedules import LinearWarmupMultiStepDecay
+    from keras_structattn.training.schedules import LinearWarmupMultiStepDecay
 
     schedule = LinearWarmupMultiStepDecay(1e-4, 1000, 0.2, "14000,19000", 0.1)
     want = 1e-4 * _mmf_factor(step, 1000, 0.2, [14000, 19000], 0.1)

@@ -1,12 +1,12 @@
-"""Self-critical training pieces (`keras_structattn.self_critical`), checked
+"""Self-critical training pieces (`keras_structattn.training.self_critical`), checked
 against brute-force NumPy and the policy-gradient formula of Rennie et al.
 (2017, arXiv:1612.00563, Eq. 8-9)."""
 
 import numpy as np
 import pytest
 
-from keras_structattn import self_critical
-from keras_structattn.losses import PaddedCrossEntropy
+from keras_structattn.training import self_critical
+from keras_structattn.training.losses import PaddedCrossEntropy
 from tests._backend import gradients
 
 

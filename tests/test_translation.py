@@ -10,9 +10,9 @@ import pytest
 from keras import ops
 
 from keras_structattn.data.vocab import CharVocab
-from keras_structattn.translation import Translations
-from keras_structattn.translation import padded_length
-from keras_structattn.translation import translate_sentences
+from keras_structattn.tasks.translation.translate import Translations
+from keras_structattn.tasks.translation.translate import padded_length
+from keras_structattn.tasks.translation.translate import translate_sentences
 
 SENTENCES = [
     "a fairly long sentence, the longest one here by far",

@@ -11,7 +11,7 @@ def _missing(what, error):
     return ModuleNotFoundError(
         f"{what} is needed here (the in-graph tokenisers and the tf.data pipeline) "
         "and TensorFlow is not installed: pip install tensorflow, or replay "
-        "recorded batches (keras_structattn.data.recorded)"
+        "recorded batches (keras_structattn.tasks.translation.recorded)"
     )
 
 

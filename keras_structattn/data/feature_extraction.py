@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
+from keras_structattn import checks
 from keras_structattn.data.json_files import atomic_open
-from keras_structattn.ops import _checks
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 NAMINGS = ("stem", "id")
@@ -191,8 +191,8 @@ def build_backbone(backbone, image_size, weights, backbone_kwargs=None):
     """
     import keras
 
-    _checks.one_of("backbone", backbone, BACKBONES)
-    _checks.positive_int("image_size", image_size)
+    checks.one_of("backbone", backbone, BACKBONES)
+    checks.positive_int("image_size", image_size)
     weights = _check_weights(weights)
     constructor, module, _ = BACKBONES[backbone]
     model = getattr(keras.applications, constructor)(
@@ -300,12 +300,12 @@ def extract_grid_features(
             or a bad argument.
     """
     start = time.perf_counter()
-    _checks.one_of("backbone", backbone, BACKBONES)
-    _checks.positive_int("image_size", image_size)
-    _checks.positive_int("batch_size", batch_size)
-    _checks.positive_int("progress_every", progress_every)
-    _checks.one_of("naming", naming, NAMINGS)
-    _checks.one_of("dtype", dtype, OUTPUT_DTYPES)
+    checks.one_of("backbone", backbone, BACKBONES)
+    checks.positive_int("image_size", image_size)
+    checks.positive_int("batch_size", batch_size)
+    checks.positive_int("progress_every", progress_every)
+    checks.one_of("naming", naming, NAMINGS)
+    checks.one_of("dtype", dtype, OUTPUT_DTYPES)
     _check_weights(weights)
     paths, ignored = _list_images(image_paths_or_folder)
     names = _output_names(paths, naming)

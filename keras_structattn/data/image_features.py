@@ -45,7 +45,7 @@ import zipfile
 
 import numpy as np
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 
 KINDS = ("grid", "regions")
 MISSING = ("error", "skip")
@@ -299,7 +299,7 @@ class FolderFeatures(FeatureStore):
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"No such feature folder: {folder!r}")
         if kind is not None:
-            _checks.one_of("kind", kind, KINDS)
+            checks.one_of("kind", kind, KINDS)
         self.path = folder
         self._size = _size_lookup(image_sizes)
         stems = _file_name_ids(file_names)
@@ -435,7 +435,7 @@ class ArrayFeatures(FeatureStore):
     def __init__(self, path, kind=None, *, image_sizes=None, _arrays=None):
         self.path = os.fspath(path)
         if kind is not None:
-            _checks.one_of("kind", kind, KINDS)
+            checks.one_of("kind", kind, KINDS)
         self._file = None
         if _arrays is None:
             with np.load(self.path, allow_pickle=False) as z:
@@ -656,7 +656,7 @@ def open_features(path, kind=None, *, file_names=None, image_sizes=None):
             `kind`.
     """
     if kind is not None:
-        _checks.one_of("kind", kind, KINDS)
+        checks.one_of("kind", kind, KINDS)
     name = os.fspath(path)
     if os.path.isdir(name):
         return FolderFeatures(name, kind, file_names=file_names, image_sizes=image_sizes)
@@ -693,7 +693,7 @@ def select_images(store, records, missing="error"):
         ValueError: with `missing="error"`, naming the first image id without
             features, how many lack them, and the store's path.
     """
-    _checks.one_of("missing", missing, MISSING)
+    checks.one_of("missing", missing, MISSING)
     records = list(records)
     kept = [r for r in records if r.image_id in store]
     skipped = len(records) - len(kept)
@@ -744,7 +744,7 @@ def region_batch(store, image_ids, max_regions=None, *, counts=None):
         and False.
     """
     if max_regions is not None:
-        _checks.positive_int("max_regions", max_regions)
+        checks.positive_int("max_regions", max_regions)
     image_ids = list(image_ids)
     if not image_ids:
         raise ValueError("Argument `image_ids` is empty: a batch needs at least one image.")

@@ -5,7 +5,9 @@ The readers of real formats (COCO captions, VQA v2, RefCOCO) share these:
 a missing file, invalid UTF-8 or JSON, or a top-level key that is not a
 list is reported with the file's name (and the line, for JSON syntax).
 The library's writers (vocabularies, scores, feature files) share
-`atomic_open`.
+`atomic_open`. The readers and metrics that check official JSON records one
+by one (VQA v2, RefCOCO, TextVQA results) share `_Invalid`, `_field`,
+`_record_id` and `_skip_or_raise`.
 """
 
 import contextlib
@@ -84,3 +86,46 @@ def top_list(name, data, key, what):
     if not isinstance(data[key], list):
         raise ValueError(f"{name}: {key!r} must be a list; found {type(data[key]).__name__}.")
     return data[key]
+
+
+# ------------------------------------------------------------ records
+
+
+class _Invalid(ValueError):
+    """A malformed record: `reason` is its report key suffix."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _field(where, entry, key, kind):
+    if key not in entry:
+        raise _Invalid("missing_key", f"{where}: missing key {key!r}; keys: {sorted(entry)[:10]}.")
+    value = entry[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise _Invalid(
+            "bad_type", f"{where}: {key!r} must be a {kind.__name__}; found {value!r:.80}."
+        )
+    return value
+
+
+def _record_id(name, list_name, index, entry, key="question_id"):
+    """`(id, where)` of a list entry; the id must be a non-negative int."""
+    where = f"{name}, {list_name}[{index}]"
+    if not isinstance(entry, dict):
+        raise _Invalid("bad_type", f"{where}: expected a JSON object, found {entry!r:.80}.")
+    if key not in entry:
+        raise _Invalid("missing_key", f"{where}: missing key {key!r}; keys: {sorted(entry)[:10]}.")
+    value = entry[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Invalid(
+            "bad_id", f"{where}: {key!r} must be a non-negative integer; found {value!r:.80}."
+        )
+    return value, f"{name}, question id {value} ({list_name}[{index}])"
+
+
+def _skip_or_raise(error, skip_invalid, report):
+    if not skip_invalid:
+        raise ValueError(str(error)) from None
+    report[f"skipped/{error.reason}"] += 1

@@ -21,12 +21,12 @@ import os
 
 import sentencepiece as spm
 
+from keras_structattn import checks
 from keras_structattn.data._tensorflow import import_tensorflow_text
 from keras_structattn.data._tensorflow import tf
-from keras_structattn.ops import _checks
-from keras_structattn.tokens import EOS_ID
-from keras_structattn.tokens import PAD_ID
-from keras_structattn.tokens import UNK_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.decoding.tokens import UNK_ID
 
 NUM_RESERVED_IDS = 3
 
@@ -201,9 +201,9 @@ class SubwordVocab:
                 string (names `source`), or if `vocab_size` is too large for
                 the texts (SentencePiece's message included).
         """
-        _checks.positive_int("vocab_size", vocab_size)
-        _checks.one_of("model_type", model_type, SUBWORD_MODEL_TYPES)
-        _checks.non_negative_int("seed", seed)
+        checks.positive_int("vocab_size", vocab_size)
+        checks.one_of("model_type", model_type, SUBWORD_MODEL_TYPES)
+        checks.non_negative_int("seed", seed)
         if (
             isinstance(character_coverage, bool)
             or not isinstance(character_coverage, (int, float))
@@ -419,7 +419,7 @@ class CharVocab:
             ValueError: if `min_count` is not a positive integer, or `texts`
                 holds a non-string or no non-empty string (names `source`).
         """
-        _checks.positive_int("min_count", min_count)
+        checks.positive_int("min_count", min_count)
         texts = list(texts)
         _check_texts(texts, source)
         counts = collections.Counter()

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 
 
 def _header_dim(tokens):
@@ -66,7 +66,7 @@ def read_word_vectors(path, words, *, dim=None):
             or an empty file.
     """
     if dim is not None:
-        _checks.positive_int("dim", dim)
+        checks.positive_int("dim", dim)
     if isinstance(words, str):
         raise ValueError(f"Argument `words` must be a sequence of str, not a str: {words!r:.80}")
     words = list(words)

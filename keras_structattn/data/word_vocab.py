@@ -1,26 +1,26 @@
 """A word vocabulary for captions, with the tensor2tensor ids.
 
-Id 0 is padding, 1 EOS, 2 UNK (`keras_structattn.tokens`), then the words
+Id 0 is padding, 1 EOS, 2 UNK (`keras_structattn.decoding.tokens`), then the words
 seen at least `min_count` times, most frequent first (ties alphabetical), as
 in the captioning literature (e.g. Xu et al., 2015, "Show, Attend and Tell",
 arXiv:1502.03044, and Anderson et al., 2018, arXiv:1707.07998, which keep
 the words seen at least 5 times in the COCO training captions).
 
 NumPy-free and TensorFlow-free: captions are tokenised when read
-(`keras_structattn.data.coco_captions`), so the vocabulary only maps words.
+(`keras_structattn.tasks.captioning.coco_captions`), so the vocabulary only maps words.
 """
 
 import collections
 import json
 import os
 
+from keras_structattn import checks
 from keras_structattn.data.vocab import NUM_RESERVED_IDS
 from keras_structattn.data.vocab import _check_ids_in_range
 from keras_structattn.data.vocab import _until_eos
-from keras_structattn.ops import _checks
-from keras_structattn.tokens import EOS_ID
-from keras_structattn.tokens import PAD_ID
-from keras_structattn.tokens import UNK_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.decoding.tokens import UNK_ID
 
 PAD_WORD = "<pad>"
 EOS_WORD = "</s>"
@@ -91,7 +91,7 @@ class WordVocab:
                 a non-empty string without spaces, or no word is seen
                 `min_count` times (names the most frequent word's count).
         """
-        _checks.positive_int("min_count", min_count)
+        checks.positive_int("min_count", min_count)
         counts = collections.Counter()
         for index, tokens in enumerate(token_lists):
             if isinstance(tokens, str):

@@ -25,10 +25,10 @@ padding of the result.
 
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.decoding import _cache
-from keras_structattn.decoding import _checks
 from keras_structattn.decoding.greedy_search import greedy_decode
-from keras_structattn.tokens import EOS_ID
+from keras_structattn.decoding.tokens import EOS_ID
 
 _NEG_INF = float("-inf")
 
@@ -112,12 +112,12 @@ def beam_search(
         finished hypothesis returns its alive ones instead, scored with the
         penalty of length `max_decode_length`.
     """
-    _checks.positive_int("vocab_size", vocab_size)
-    _checks.positive_int("max_decode_length", max_decode_length)
-    _checks.positive_int("beam_size", beam_size)
-    alpha = _checks.non_negative_float("alpha", alpha)
-    _checks.token_id("eos_id", eos_id, vocab_size)
-    ids = _checks.initial_ids(initial_ids)
+    checks.positive_int("vocab_size", vocab_size)
+    checks.positive_int("max_decode_length", max_decode_length)
+    checks.positive_int("beam_size", beam_size)
+    alpha = checks.non_negative_float("alpha", alpha)
+    checks.token_id("eos_id", eos_id, vocab_size)
+    ids = checks.initial_ids(initial_ids)
 
     if beam_size == 1:
         seq, log_probs, lengths = greedy_decode(

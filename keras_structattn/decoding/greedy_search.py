@@ -2,9 +2,9 @@
 
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.decoding import _cache
-from keras_structattn.decoding import _checks
-from keras_structattn.tokens import EOS_ID
+from keras_structattn.decoding.tokens import EOS_ID
 
 
 def greedy_search(step_fn, initial_ids, initial_cache, *, max_decode_length, eos_id=EOS_ID):
@@ -58,9 +58,9 @@ def greedy_decode(step_fn, initial_ids, initial_cache, *, max_decode_length, eos
         `(ids, scores, lengths)`: the ids and scores as `greedy_search`
         returns them, and the int32 lengths `[B]`.
     """
-    _checks.positive_int("max_decode_length", max_decode_length)
-    _checks.token_id("eos_id", eos_id)
-    ids = _checks.initial_ids(initial_ids)
+    checks.positive_int("max_decode_length", max_decode_length)
+    checks.token_id("eos_id", eos_id)
+    ids = checks.initial_ids(initial_ids)
     cache = _cache.as_cache(initial_cache)
     batch = ops.shape(ids)[0]
     positions = ops.arange(max_decode_length, dtype="int32")

@@ -16,9 +16,9 @@ inside `jax.jit`), makes a draw reproducible from a NumPy seed, and needs
 
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.decoding import _cache
-from keras_structattn.decoding import _checks
-from keras_structattn.tokens import EOS_ID
+from keras_structattn.decoding.tokens import EOS_ID
 
 
 def sample_search(step_fn, initial_ids, initial_cache, *, uniforms, temperature=1.0,
@@ -48,11 +48,11 @@ def sample_search(step_fn, initial_ids, initial_cache, *, uniforms, temperature=
         log-probability (at temperature 1) of each drawn token, 0 after the
         row's EOS.
     """
-    _checks.non_negative_float("temperature", temperature)
+    checks.non_negative_float("temperature", temperature)
     if not temperature > 0:
         raise ValueError(f"Argument `temperature` must be > 0. Received: {temperature!r}")
-    _checks.token_id("eos_id", eos_id)
-    ids = _checks.initial_ids(initial_ids)
+    checks.token_id("eos_id", eos_id)
+    ids = checks.initial_ids(initial_ids)
     uniforms = ops.cast(ops.convert_to_tensor(uniforms), "float32")
     if len(uniforms.shape) != 2 or uniforms.shape[1] is None:
         raise ValueError(

@@ -20,7 +20,7 @@ from keras import ops
 
 from keras_structattn.decoding.beam_search import beam_search
 from keras_structattn.decoding.greedy_search import greedy_search
-from keras_structattn.tokens import EOS_ID
+from keras_structattn.decoding.tokens import EOS_ID
 
 
 def generate(

@@ -5,14 +5,13 @@ from keras_structattn.layers.attention_flattening import AttentionFlattening
 from keras_structattn.layers.blocks import FeedForward
 from keras_structattn.layers.blocks import Residual
 from keras_structattn.layers.catt_attention import CATTAttention
-from keras_structattn.layers.catt_attention import CATTTopDownAttention
-from keras_structattn.layers.catt_attention import GlobalDictionary
-from keras_structattn.layers.catt_attention import TopDownAttention
+from keras_structattn.layers.catt_top_down_attention import CATTTopDownAttention
 from keras_structattn.layers.catt_transformer import CATTDecoder
 from keras_structattn.layers.catt_transformer import CATTDecoderBlock
 from keras_structattn.layers.catt_transformer import CATTEncoder
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
+from keras_structattn.layers.global_dictionary import GlobalDictionary
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
 from keras_structattn.layers.mcan_blocks import MCANGuidedAttentionBlock
 from keras_structattn.layers.mcan_blocks import MCANSelfAttentionBlock
@@ -23,6 +22,7 @@ from keras_structattn.layers.positional_attention import positional_object_atten
 from keras_structattn.layers.positional_attention import positional_word_attention
 from keras_structattn.layers.question_encoder import QuestionEncoder
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
+from keras_structattn.layers.top_down_attention import TopDownAttention
 from keras_structattn.layers.unified_attention import UnifiedAttentionBlock
 from keras_structattn.layers.unified_attention import UnifiedAttentionStack
 from keras_structattn.layers.unified_attention import split_attention

@@ -15,7 +15,7 @@ from keras.src.backend import get_keras_mask  # noqa: F401
 from keras.src.backend import set_keras_mask  # noqa: F401
 from keras.src.backend import standardize_dtype
 
-from keras_structattn.ops._checks import known_values
+from keras_structattn.checks import known_values
 
 
 def check_explicit_attention_options(kwargs, layer_name):

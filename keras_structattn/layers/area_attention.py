@@ -6,8 +6,8 @@ import math
 import keras
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
 from keras_structattn.ops.areas import area_coordinates
 from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.areas import num_areas
@@ -159,17 +159,17 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         area_implementation="fast",
         **kwargs,
     ):
-        _checks.positive_int("max_area_width", max_area_width)
-        _checks.positive_int("max_area_height", max_area_height)
-        _checks.positive_int("memory_height", memory_height)
-        _checks.one_of("area_key_mode", area_key_mode, KEY_MODES)
-        _checks.one_of("area_value_mode", area_value_mode, VALUE_MODES)
-        _checks.positive_float("area_temperature", area_temperature)
-        _checks.non_negative_int("top_k_areas", top_k_areas)
-        _checks.one_of(
+        checks.positive_int("max_area_width", max_area_width)
+        checks.positive_int("max_area_height", max_area_height)
+        checks.positive_int("memory_height", memory_height)
+        checks.one_of("area_key_mode", area_key_mode, KEY_MODES)
+        checks.one_of("area_value_mode", area_value_mode, VALUE_MODES)
+        checks.positive_float("area_temperature", area_temperature)
+        checks.non_negative_int("top_k_areas", top_k_areas)
+        checks.one_of(
             "area_implementation", area_implementation, IMPLEMENTATIONS
         )
-        _checks.rate("dropout", dropout)
+        checks.rate("dropout", dropout)
         # The base class rejects `attention_axes` other than the memory axis
         # (2-D memories come as [B, H, W, dim] or with `memory_height`) and
         # `flash_attention=True` (area attention has no flash kernel).
@@ -294,7 +294,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         key_shape = self._flat_shape(key_shape)
         self._memory_length = value_shape[1]
         if self._memory_length is not None:
-            _checks.grid(self._memory_length, self._grid_height)
+            checks.grid(self._memory_length, self._grid_height)
         super().build(query_shape, value_shape, key_shape)
         if self._area_key_mode in MLP_KEY_MODES:
             self._build_area_key_mlp()

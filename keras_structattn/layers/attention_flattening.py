@@ -13,10 +13,10 @@ Eqs. 1-2, use the same reduction. See docs/vqa.md.
 import keras
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.layers.blocks import FeedForward
 from keras_structattn.layers.blocks import clone_initializer
 from keras_structattn.layers.blocks import sub_seed
-from keras_structattn.ops import _checks
 from keras_structattn.ops.masked_softmax import masked_softmax
 
 
@@ -67,13 +67,13 @@ class AttentionFlattening(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _checks.positive_int("mlp_size", mlp_size)
-        _checks.positive_int("glimpses", glimpses)
-        _checks.positive_int("output_size", output_size)
+        checks.positive_int("mlp_size", mlp_size)
+        checks.positive_int("glimpses", glimpses)
+        checks.positive_int("output_size", output_size)
         self.mlp_size = mlp_size
         self.glimpses = glimpses
         self.output_size = output_size
-        self.dropout = _checks.rate("dropout", dropout)
+        self.dropout = checks.rate("dropout", dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed

@@ -23,8 +23,8 @@ attention block (`layers/unified_attention.py`) are an attention, a
 
 import keras
 
+from keras_structattn import checks
 from keras_structattn.layers.normalization import StdLayerNormalization
-from keras_structattn.ops import _checks
 
 LAYER_NORMS = ("keras", "mcan")
 
@@ -96,7 +96,7 @@ def layer_normalization(kind="keras", epsilon=1e-6, **kwargs):
     Returns:
         The layer.
     """
-    _checks.one_of("layer_norm", kind, LAYER_NORMS)
+    checks.one_of("layer_norm", kind, LAYER_NORMS)
     if kind == "mcan":
         return StdLayerNormalization(epsilon, **kwargs)
     return keras.layers.LayerNormalization(epsilon=epsilon, **kwargs)
@@ -115,16 +115,16 @@ def check_sizes(hidden_size, num_heads, filter_size=None, **rates):
     Returns:
         The rates, as floats, by name.
     """
-    _checks.positive_int("hidden_size", hidden_size)
-    _checks.positive_int("num_heads", num_heads)
+    checks.positive_int("hidden_size", hidden_size)
+    checks.positive_int("num_heads", num_heads)
     if filter_size is not None:
-        _checks.positive_int("filter_size", filter_size)
+        checks.positive_int("filter_size", filter_size)
     if hidden_size % num_heads:
         raise ValueError(
             "Argument `hidden_size` must be divisible by `num_heads`. "
             f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
         )
-    return {name: _checks.rate(name, value) for name, value in rates.items()}
+    return {name: checks.rate(name, value) for name, value in rates.items()}
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
@@ -167,12 +167,12 @@ class FeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _checks.positive_int("hidden_size", hidden_size)
-        _checks.positive_int("filter_size", filter_size)
+        checks.positive_int("hidden_size", hidden_size)
+        checks.positive_int("filter_size", filter_size)
         self.hidden_size = hidden_size
         self.filter_size = filter_size
         self.activation = keras.activations.get(activation)
-        self.dropout = _checks.rate("dropout", dropout)
+        self.dropout = checks.rate("dropout", dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
@@ -265,11 +265,11 @@ class Residual(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _checks.boolean("normalize_first", normalize_first)
+        checks.boolean("normalize_first", normalize_first)
         self.normalize_first = normalize_first
-        self.dropout = _checks.rate("dropout", dropout)
+        self.dropout = checks.rate("dropout", dropout)
         self.layer_norm = layer_norm
-        self.epsilon = _checks.positive_float("layer_norm_epsilon", epsilon)
+        self.epsilon = checks.positive_float("layer_norm_epsilon", epsilon)
         self.seed = seed
         self.norm = layer_normalization(layer_norm, self.epsilon, name="norm",
                                         dtype=self.dtype_policy)

@@ -51,14 +51,14 @@ at that position to round-off.
 import keras
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.layers.blocks import BlockBase
 from keras_structattn.layers.blocks import clone_initializer
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.catt_attention import CATTAttention
-from keras_structattn.layers.catt_attention import GlobalDictionary
-from keras_structattn.layers.catt_attention import uniform_dictionary_initializer
+from keras_structattn.layers.global_dictionary import GlobalDictionary
+from keras_structattn.layers.global_dictionary import uniform_dictionary_initializer
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
 
 
 class _CATTBlock(BlockBase):
@@ -79,7 +79,7 @@ class _CATTBlock(BlockBase):
         **kwargs,
     ):
         super().__init__(hidden_size, filter_size, num_heads, **kwargs)
-        _checks.boolean("share_weights", share_weights)
+        checks.boolean("share_weights", share_weights)
         self.share_weights = share_weights
         self.activation = keras.activations.get(activation)
         self.self_attention = CATTAttention(
@@ -418,9 +418,9 @@ class _CATTStack(keras.layers.Layer):
     ):
         block_kwargs = {k: kwargs.pop(k) for k in self._BLOCK_ARGS if k in kwargs}
         super().__init__(**kwargs)
-        _checks.positive_int("num_layers", num_layers)
+        checks.positive_int("num_layers", num_layers)
         if dictionary_size is not None:
-            _checks.positive_int("dictionary_size", dictionary_size)
+            checks.positive_int("dictionary_size", dictionary_size)
         self.num_layers = num_layers
         self.hidden_size = hidden_size
         self.filter_size = filter_size
@@ -572,7 +572,7 @@ class CATTDecoder(_CATTStack):
     def __init__(self, num_layers, hidden_size, filter_size, num_heads, *,
                  concat_outputs=True, **kwargs):
         super().__init__(num_layers, hidden_size, filter_size, num_heads, **kwargs)
-        _checks.boolean("concat_outputs", concat_outputs)
+        checks.boolean("concat_outputs", concat_outputs)
         self.concat_outputs = concat_outputs
 
     def build(self, x_shape, encoder_is_shape=None, encoder_cs_shape=None):

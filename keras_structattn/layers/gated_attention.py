@@ -16,8 +16,8 @@ See docs/gated_attention.md.
 import keras
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
 
 # Channels of the gate's last axis: the paper's M = [M_q, M_k] (Eq. 5). The
 # third-party openvqa code orders them the other way round; see
@@ -127,13 +127,13 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
         if gate_dim is None:
             gate_dim = key_dim
-        _checks.positive_int("gate_dim", gate_dim)
+        checks.positive_int("gate_dim", gate_dim)
         for name, flag in (
             ("gate_per_head", gate_per_head),
             ("share_gate_weights_across_heads", share_gate_weights_across_heads),
             ("qk_gate", qk_gate),
         ):
-            _checks.boolean(name, flag)
+            checks.boolean(name, flag)
         if not gate_per_head and not share_gate_weights_across_heads:
             raise ValueError(
                 "Argument `share_gate_weights_across_heads` must be True when "

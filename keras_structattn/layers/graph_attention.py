@@ -13,10 +13,10 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers._attention_core import and_masks
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
 from keras_structattn.ops import relation_tables as rt
 
 
@@ -105,10 +105,10 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
                 "Argument `head_relations` must have one entry per head "
                 f"(num_heads={num_heads}). Received {len(table)} entries."
             )
-        _checks.boolean("graph_masking", graph_masking)
-        _checks.boolean("relation_bias", relation_bias)
+        checks.boolean("graph_masking", graph_masking)
+        checks.boolean("relation_bias", relation_bias)
         if top_k is not None:
-            _checks.positive_int("top_k", top_k)
+            checks.positive_int("top_k", top_k)
         self._head_relations = rt.sets_from_table(table)
         self._context_size = context_size
         self._graph_masking = graph_masking
@@ -148,7 +148,7 @@ class GraphMultiHeadAttention(StructuredMultiHeadAttention):
         relations = state["relations"]
         if relations is None:
             return
-        _checks.rank("relations", relations, 3)
+        checks.rank("relations", relations, 3)
         memory = value if value is not None else key
         key_length = None if memory is None else memory.shape[1]
         if state.get("cache") is not None:  # the keys are the cache's positions

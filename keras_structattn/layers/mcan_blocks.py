@@ -28,6 +28,7 @@ See docs/vqa.md.
 
 import keras
 
+from keras_structattn import checks
 from keras_structattn.layers.blocks import LAYER_NORMS
 from keras_structattn.layers.blocks import FeedForward
 from keras_structattn.layers.blocks import Residual
@@ -40,7 +41,6 @@ from keras_structattn.layers.positional_attention import positional_multimodal_a
 from keras_structattn.layers.positional_attention import positional_object_attention
 from keras_structattn.layers.positional_attention import positional_word_attention
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
 
 
 def _key_mask(padding_mask):
@@ -79,9 +79,9 @@ class _MCANBlock(keras.layers.Layer):
             hidden_size, num_heads, filter_size,
             dropout=dropout, attention_dropout=attention_dropout,
         )
-        _checks.boolean("positional", positional)
-        _checks.one_of("fusion", fusion, FUSIONS)
-        _checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
+        checks.boolean("positional", positional)
+        checks.one_of("fusion", fusion, FUSIONS)
+        checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.filter_size = filter_size
@@ -90,7 +90,7 @@ class _MCANBlock(keras.layers.Layer):
         self.positional = positional
         self.fusion = fusion
         self.layer_norm = layer_norm
-        self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
+        self.layer_norm_epsilon = checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
@@ -341,10 +341,10 @@ class MCANGuidedAttentionBlock(_MCANBlock):
         **kwargs,
     ):
         super().__init__(hidden_size, num_heads, **kwargs)
-        _checks.one_of("object_variant", object_variant, tuple(POA_VARIANTS))
+        checks.one_of("object_variant", object_variant, tuple(POA_VARIANTS))
         if object_fusion is not None:
-            _checks.one_of("object_fusion", object_fusion, FUSIONS)
-        _checks.positive_int("geometry_dim", geometry_dim)
+            checks.one_of("object_fusion", object_fusion, FUSIONS)
+        checks.positive_int("geometry_dim", geometry_dim)
         self.object_variant = object_variant
         self.object_fusion = object_fusion
         self.geometry_dim = geometry_dim

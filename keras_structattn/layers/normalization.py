@@ -9,7 +9,7 @@ deviation plus eps (eps outside the square root).
 import keras
 from keras import ops
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
@@ -36,7 +36,7 @@ class StdLayerNormalization(keras.layers.Layer):
 
     def __init__(self, epsilon=1e-6, **kwargs):
         super().__init__(**kwargs)
-        self.epsilon = _checks.positive_float("layer_norm_epsilon", epsilon)
+        self.epsilon = checks.positive_float("layer_norm_epsilon", epsilon)
 
     def build(self, input_shape):
         dim = input_shape[-1]

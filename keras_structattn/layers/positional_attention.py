@@ -34,9 +34,9 @@ import math
 import keras
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.ops import _checks
 from keras_structattn.ops import box_geometry
 
 POSITION_TYPES = ("vectors", "boxes")
@@ -177,16 +177,16 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
         # (its dense sublayers still cast theirs), and its geometry weights
         # are not autocast either.
         self.autocast = False
-        _checks.one_of("position_type", position_type, POSITION_TYPES)
-        _checks.one_of("fusion", fusion, FUSIONS)
+        checks.one_of("position_type", position_type, POSITION_TYPES)
+        checks.one_of("fusion", fusion, FUSIONS)
         if position_dim is not None:
-            _checks.positive_int("position_dim", position_dim)
+            checks.positive_int("position_dim", position_dim)
         box_geometry.check_embedding_options(
             geometry_dim, geometry_wavelength, geometry_scale, geometry_ordering
         )
         box_geometry.check_geometry_options(size_ratio, box_size_offset, geometry_clip)
-        _checks.boolean("share_geometry_weights", share_geometry_weights)
-        _checks.boolean("remat_geometry", remat_geometry)
+        checks.boolean("share_geometry_weights", share_geometry_weights)
+        checks.boolean("remat_geometry", remat_geometry)
         if share_geometry_weights and position_type != "boxes":
             raise ValueError(
                 "Argument `share_geometry_weights=True` needs position_type='boxes' "
@@ -452,7 +452,7 @@ def positional_object_attention(num_heads, key_dim, variant="paper", **kwargs):
             (pass `box_size_offset=1.0` for pixel boxes).
         **kwargs: layer arguments, overriding the variant's.
     """
-    _checks.one_of("variant", variant, tuple(POA_VARIANTS))
+    checks.one_of("variant", variant, tuple(POA_VARIANTS))
     arguments = dict(POA_VARIANTS[variant], position_type="boxes")
     arguments.update(kwargs)
     return PositionalMultiHeadAttention(num_heads, key_dim, **arguments)

@@ -14,8 +14,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.layers.blocks import sub_seed
-from keras_structattn.ops import _checks
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
@@ -74,10 +74,10 @@ class QuestionEncoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _checks.positive_int("vocab_size", vocab_size)
-        _checks.positive_int("hidden_size", hidden_size)
-        _checks.positive_int("word_dim", word_dim)
-        _checks.boolean("prepend_token", prepend_token)
+        checks.positive_int("vocab_size", vocab_size)
+        checks.positive_int("hidden_size", hidden_size)
+        checks.positive_int("word_dim", word_dim)
+        checks.boolean("prepend_token", prepend_token)
         if embeddings is not None:
             embeddings = np.asarray(embeddings, dtype="float32")
             if embeddings.shape != (vocab_size, word_dim):

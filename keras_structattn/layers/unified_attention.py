@@ -17,6 +17,7 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
+from keras_structattn import checks
 from keras_structattn.layers._masking import compute_output_spec
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.blocks import LAYER_NORMS
@@ -27,7 +28,6 @@ from keras_structattn.layers.blocks import clone_initializer
 from keras_structattn.layers.blocks import layer_normalization
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
-from keras_structattn.ops import _checks
 
 MASK_QUADRANTS = (None, "self", "co")
 
@@ -65,7 +65,7 @@ class AttentionQuadrants(NamedTuple):
 def _check_text_length(text_length):
     # A tensor (a dynamic length) is taken as it is.
     if isinstance(text_length, (bool, int)):
-        _checks.positive_int("text_length", text_length)
+        checks.positive_int("text_length", text_length)
 
 
 def _length(tensor):
@@ -117,7 +117,7 @@ def quadrant_mask(length, text_length, masked):
     `masked="co"` blocks A_TV and A_VT: the two degraded variants of the
     paper's Fig. 5b. `length` and `text_length` may be tensors.
     """
-    _checks.one_of("mask_quadrants", masked, ("self", "co"))
+    checks.one_of("mask_quadrants", masked, ("self", "co"))
     positions = ops.arange(length)
     is_text = ops.less(positions, ops.cast(text_length, positions.dtype))
     same = ops.equal(ops.expand_dims(is_text, 1), ops.expand_dims(is_text, 0))
@@ -224,21 +224,21 @@ class UnifiedAttentionBlock(keras.layers.Layer):
             dropout=dropout,
             attention_dropout=attention_dropout,
         )
-        _checks.one_of("mask_quadrants", mask_quadrants, MASK_QUADRANTS)
-        _checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
-        _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
+        checks.one_of("mask_quadrants", mask_quadrants, MASK_QUADRANTS)
+        checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
+        checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
         if seed is not None:
-            _checks.non_negative_int("seed", seed)
+            checks.non_negative_int("seed", seed)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.filter_size = filter_size
-        self.multimodal_input = _checks.boolean("multimodal_input", multimodal_input)
+        self.multimodal_input = checks.boolean("multimodal_input", multimodal_input)
         self.dropout = rates["dropout"]
         self.attention_dropout = rates["attention_dropout"]
         self.mask_quadrants = mask_quadrants
         self.layer_norm = layer_norm
         self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.modality_norm = _checks.boolean("modality_norm", modality_norm)
+        self.modality_norm = checks.boolean("modality_norm", modality_norm)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
@@ -479,9 +479,9 @@ class UnifiedAttentionStack(keras.layers.Layer):
     def __init__(self, num_blocks, hidden_size, num_heads, *, seed=None, **kwargs):
         block_options = {k: kwargs.pop(k) for k in _BLOCK_OPTIONS if k in kwargs}
         super().__init__(**kwargs)
-        _checks.positive_int("num_blocks", num_blocks)
+        checks.positive_int("num_blocks", num_blocks)
         if seed is not None:
-            _checks.non_negative_int("seed", seed)
+            checks.non_negative_int("seed", seed)
         self.num_blocks = num_blocks
         self.seed = seed
         self.blocks = [

@@ -22,13 +22,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from keras_structattn.data.json_files import _field
+from keras_structattn.data.json_files import _Invalid
+from keras_structattn.data.json_files import _record_id
 from keras_structattn.data.json_files import atomic_open
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.json_files import top_list
-from keras_structattn.data.vqa import _field
-from keras_structattn.data.vqa import _Invalid
-from keras_structattn.data.vqa import _record_id
-from keras_structattn.data.vqa import read_vqa_results
 from keras_structattn.metrics.vqa_accuracy import _clean
 from keras_structattn.metrics.vqa_accuracy import _indexed
 from keras_structattn.metrics.vqa_accuracy import _leave_one_out
@@ -37,6 +36,7 @@ from keras_structattn.metrics.vqa_accuracy import _predictions
 from keras_structattn.metrics.vqa_accuracy import _same_ids
 from keras_structattn.metrics.vqa_accuracy import process_digit_article
 from keras_structattn.metrics.vqa_accuracy import process_punctuation
+from keras_structattn.metrics.vqa_accuracy import read_vqa_results
 
 ANLS_MODES = ("st_vqa", "mmf")
 ANSWERS_PER_QUESTION = 10
@@ -396,7 +396,7 @@ def read_textvqa_results(path, *, question_ids=None):
     (mmf's prediction files add "image_id" and "pred_source", ignored).
 
     The format is the VQA one, so this is `read_vqa_results`
-    (`keras_structattn.data.vqa`), with its checks and messages.
+    (`keras_structattn.tasks.vqa.vqa`), with its checks and messages.
 
     Args:
         path: the JSON file.

@@ -26,10 +26,15 @@ metric.
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Mapping
 
+from keras_structattn.data.json_files import _field
+from keras_structattn.data.json_files import _Invalid
+from keras_structattn.data.json_files import _record_id
 from keras_structattn.data.json_files import atomic_open
+from keras_structattn.data.json_files import load_json
 
 VERSIONS = ("2021", "pre2021")
 NORMALIZATIONS = ("official", "corrected")
@@ -289,6 +294,51 @@ def write_vqa_scores_json(scores, path):
         json.dump(scores.to_official(), f, indent=1, sort_keys=True, ensure_ascii=False,
                   allow_nan=False)
         f.write("\n")
+
+
+def read_vqa_results(path, *, question_ids=None):
+    """Reads a VQA results file: `[{"question_id": int, "answer": str}]`.
+
+    Other keys are ignored.
+
+    Args:
+        path: the JSON file.
+        question_ids: None, or the question ids the results may name (a
+            collection of ints, e.g. `{r.question_id for r in records}`;
+            keyword-only). Missing ids are not an error here.
+
+    Returns:
+        A list of `{"question_id": int, "answer": str}` in file order.
+
+    Raises:
+        FileNotFoundError: if the file is missing.
+        ValueError: naming the file and the index or question id, for
+            invalid JSON, a top level that is not a list, a missing key, an
+            id that is not a non-negative int, a non-string answer, a
+            duplicate id, or an id outside `question_ids`.
+    """
+    allowed = None if question_ids is None else set(question_ids)
+    name = os.fspath(path)
+    data = load_json(name, "VQA results")
+    if not isinstance(data, list):
+        raise ValueError(
+            f"{name}: expected a JSON list of {{question_id, answer}} objects; "
+            f"found a JSON {type(data).__name__}."
+        )
+    results, seen = [], {}
+    for index, entry in enumerate(data):
+        try:
+            qid, where = _record_id(name, "results", index, entry)
+            answer = _field(where, entry, "answer", str)
+        except _Invalid as e:
+            raise ValueError(str(e)) from None
+        if qid in seen:
+            raise ValueError(f"{where}: duplicate question id (also results[{seen[qid]}]).")
+        if allowed is not None and qid not in allowed:
+            raise ValueError(f"{where}: the question id is not one of the given question_ids.")
+        seen[qid] = index
+        results.append({"question_id": qid, "answer": answer})
+    return results
 
 
 def _listed(data, key, what):

@@ -47,7 +47,7 @@ import functools
 import numpy as np
 from keras import ops
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 
 _REDUCERS = {
     "sum": ops.add,
@@ -111,9 +111,9 @@ def area_layout(length, memory_height=1, max_area_width=1, max_area_height=1):
     Returns:
         An `AreaLayout`.
     """
-    height, width = _checks.grid(length, memory_height)
-    _checks.positive_int("max_area_width", max_area_width)
-    _checks.positive_int("max_area_height", max_area_height)
+    height, width = checks.grid(length, memory_height)
+    checks.positive_int("max_area_width", max_area_width)
+    checks.positive_int("max_area_height", max_area_height)
     heights_used = min(max_area_height, height)
     widths_used = min(max_area_width, width)
     shapes = tuple(
@@ -402,7 +402,7 @@ def area_slots(x, reduction, layout, axis=-1):
         partial reductions: mask them (`layout.valid`) or gather the valid
         ones (`slots_to_areas`).
     """
-    _checks.one_of("reduction", reduction, sorted(_REDUCERS))
+    checks.one_of("reduction", reduction, sorted(_REDUCERS))
     axis = _normalise_axis(axis, len(x.shape))
     if x.shape[axis] != layout.length:
         raise ValueError(
@@ -527,7 +527,7 @@ def area_reduce(
         A tensor like `x` with `axis` of length `num_areas`, areas in the
         enumeration order of this module.
     """
-    _checks.one_of("reduction", reduction, ["all", "max", "sum"])
+    checks.one_of("reduction", reduction, ["all", "max", "sum"])
     layout = area_layout(
         x.shape[axis], memory_height, max_area_width, max_area_height
     )

@@ -43,7 +43,7 @@ from keras import backend
 from keras import ops
 from keras import random
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 from keras_structattn.ops.area_softmax import area_item_weights
 from keras_structattn.ops.areas import area_features
 from keras_structattn.ops.areas import area_fold
@@ -71,14 +71,14 @@ def _check_common(
     dropout_rate,
     implementation,
 ):
-    _checks.positive_int("max_area_width", max_area_width)
-    _checks.positive_int("max_area_height", max_area_height)
-    _checks.positive_int("memory_height", memory_height)
-    _checks.one_of("value_mode", value_mode, VALUE_MODES)
-    _checks.positive_float("temperature", temperature)
-    _checks.non_negative_int("top_k_areas", top_k_areas)
-    _checks.rate("dropout_rate", dropout_rate)
-    _checks.one_of("implementation", implementation, IMPLEMENTATIONS)
+    checks.positive_int("max_area_width", max_area_width)
+    checks.positive_int("max_area_height", max_area_height)
+    checks.positive_int("memory_height", memory_height)
+    checks.one_of("value_mode", value_mode, VALUE_MODES)
+    checks.positive_float("temperature", temperature)
+    checks.non_negative_int("top_k_areas", top_k_areas)
+    checks.rate("dropout_rate", dropout_rate)
+    checks.one_of("implementation", implementation, IMPLEMENTATIONS)
 
 
 def _resolve(implementation, fusable, stackable=False):
@@ -209,9 +209,9 @@ def _check_mask(mask, length):
 
 
 def _check_tensors(query, key, value, key_name="key"):
-    _checks.rank("query", query, 4)
-    _checks.rank(key_name, key, 4)
-    _checks.rank("value", value, 4)
+    checks.rank("query", query, 4)
+    checks.rank(key_name, key, 4)
+    checks.rank("value", value, 4)
     if query.shape[-1] is not None and key.shape[-1] is not None:
         if query.shape[-1] != key.shape[-1]:
             raise ValueError(
@@ -433,7 +433,7 @@ def area_keys(
     Returns:
         float32 `[..., num_areas, D]`, areas in `area_coordinates` order.
     """
-    _checks.one_of("key_mode", key_mode, KEY_MODES)
+    checks.one_of("key_mode", key_mode, KEY_MODES)
     layout = dict(
         memory_height=memory_height,
         max_area_width=max_area_width,
@@ -508,7 +508,7 @@ def area_attention(
         `[B, N, Lq, Dv]`, and with `return_weights=True` also the weights
         `[B, N, Lq, num_areas]` over areas in `area_coordinates` order.
     """
-    _checks.one_of("key_mode", key_mode, KEY_MODES)
+    checks.one_of("key_mode", key_mode, KEY_MODES)
     layout = _validate(
         query,
         key,

@@ -88,7 +88,7 @@ def decode_box_deltas(boxes, deltas):
 
     Returns:
         float32 boxes `[..., 4]`, `[x1, y1, x2, y2]`, not clipped to the
-        image (see `keras_structattn.grounding.predict_boxes`).
+        image (see `keras_structattn.tasks.grounding.heads.predict_boxes`).
     """
     boxes = ops.cast(boxes, "float32")
     deltas = ops.cast(deltas, "float32")

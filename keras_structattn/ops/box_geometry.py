@@ -35,7 +35,7 @@ Conventions:
   and take the logs of every box's, so a real box must have a positive
   width and height; padding boxes are all-zero rows. Where the values are
   known (NumPy inputs, eager tensors) a box that breaks this raises a
-  ValueError naming its index (`_checks.box_values`); compiled code does
+  ValueError naming its index (`checks.box_values`); compiled code does
   not check.
 * Sizes below `MIN_SIZE` are taken as `MIN_SIZE`, so padding (all-zero)
   boxes, and in compiled code zero-size or reversed boxes too, give large
@@ -51,7 +51,7 @@ Everything here is float32, also under mixed precision: log-ratios times
 
 from keras import ops
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 from keras_structattn.ops.trig import sin_cos
 from keras_structattn.ops.trig import tracing_for_xla
 
@@ -77,19 +77,19 @@ def check_box_values(name, boxes, size_offset):
     """The box contract of the geometry (module docstring), where the
     values of `boxes` are known: ordered corners, and with `size_offset=0`
     a positive size for every box but all-zero padding rows."""
-    _checks.box_values(name, boxes, normalised=False, positive_size=size_offset == 0)
+    checks.box_values(name, boxes, normalised=False, positive_size=size_offset == 0)
 
 
 def check_geometry_options(size_ratio, size_offset, clip):
     """Validates the options of `relative_geometry` (raises ValueError)."""
-    _checks.one_of("size_ratio", size_ratio, SIZE_RATIOS)
+    checks.one_of("size_ratio", size_ratio, SIZE_RATIOS)
     number = isinstance(size_offset, (int, float)) and not isinstance(size_offset, bool)
     if not number or size_offset < 0:
         raise ValueError(
             "Argument `size_offset` must be a number >= 0 (0 for boxes measured as "
             f"they are, 1 for the released code's pixel convention). Received: {size_offset!r}"
         )
-    _checks.positive_float("clip", clip)
+    checks.positive_float("clip", clip)
 
 
 def check_embedding_options(dim, wavelength, scale, ordering):
@@ -99,9 +99,9 @@ def check_embedding_options(dim, wavelength, scale, ordering):
             "Argument `dim` (the geometry embedding width) must be a positive multiple "
             f"of 8 (4 features x sin and cos x frequencies). Received: {dim!r}"
         )
-    _checks.positive_float("wavelength", wavelength)
-    _checks.positive_float("scale", scale)
-    _checks.one_of("ordering", ordering, ORDERINGS)
+    checks.positive_float("wavelength", wavelength)
+    checks.positive_float("scale", scale)
+    checks.one_of("ordering", ordering, ORDERINGS)
 
 
 def _log_sizes(boxes, size_offset):
@@ -435,9 +435,9 @@ def box_position_features(boxes, image_size=None):
             )
         size = ops.expand_dims(size, -2)  # over the boxes
         boxes = boxes / ops.concatenate([size, size], axis=-1)
-        _checks.box_values("boxes / image_size", boxes)
+        checks.box_values("boxes / image_size", boxes)
     else:
-        _checks.box_values(
+        checks.box_values(
             "boxes", boxes, advice=" Or pass `image_size=(width, height)`."
         )
     area = (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])

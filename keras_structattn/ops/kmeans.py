@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 
 KMeansResult = collections.namedtuple(
     "KMeansResult", ["centers", "inertia", "counts", "history"]
@@ -123,7 +123,7 @@ def kmeans_plus_plus(x, k, seed=None, local_trials=None):
         `(centers [k, d] float32, indices [k] int64)`: the chosen rows.
     """
     x = np.asarray(x, dtype=np.float32)
-    _checks.positive_int("k", k)
+    checks.positive_int("k", k)
     if x.ndim != 2 or x.shape[0] < k:
         raise ValueError(
             f"k-means++ needs at least k={k} rows of a [n, d] array. "
@@ -131,7 +131,7 @@ def kmeans_plus_plus(x, k, seed=None, local_trials=None):
         )
     if local_trials is None:
         local_trials = 2 + int(math.log(k))
-    _checks.positive_int("local_trials", local_trials)
+    checks.positive_int("local_trials", local_trials)
     rng = np.random.default_rng(seed)
     n = x.shape[0]
     sq_norms = np.einsum("nd,nd->n", x, x)
@@ -218,9 +218,9 @@ class _Stream:
                 )
             self.data = array.reshape(-1, array.shape[-1])
             batch_size = 1024 if batch_size is None else batch_size
-            _checks.positive_int("batch_size", batch_size)
+            checks.positive_int("batch_size", batch_size)
         if steps is not None:
-            _checks.positive_int("steps", steps)
+            checks.positive_int("steps", steps)
         self.batch_size = batch_size
         self.steps = steps
         self.ignore_zero_rows = ignore_zero_rows
@@ -334,12 +334,12 @@ def minibatch_kmeans(
     Returns:
         A `KMeansResult`.
     """
-    _checks.positive_int("k", k)
-    _checks.non_negative_int("epochs", epochs)
+    checks.positive_int("k", k)
+    checks.non_negative_int("epochs", epochs)
     stream = _Stream(data, batch_size, steps, ignore_zero_rows)
     if init_size is None:
         init_size = max(3072, 10 * k)
-    _checks.positive_int("init_size", init_size)
+    checks.positive_int("init_size", init_size)
     if init_size < k:
         raise ValueError(
             f"Argument `init_size` must be at least k={k}. Received: init_size={init_size}"

@@ -30,7 +30,7 @@ compiled code (`blocked_if_out_of_range`), on every backend.
 import numpy as np
 from keras import ops
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 
 NUM_SPATIAL_LABELS = 13  # 0..12
 CONTAINS, INSIDE, OVERLAP, SELF = 1, 2, 3, 12
@@ -54,14 +54,14 @@ def _check_labels(name, labels):
 def check_relations(name, relations):
     """Raises a ValueError if known `relations` hold a label outside 0..14.
 
-    Does nothing while the values are unknown (`_checks.known_values`):
+    Does nothing while the values are unknown (`checks.known_values`):
     compiled code reads such labels as `BLOCKED` (`blocked_if_out_of_range`).
 
     Args:
         name: the argument's name, for the error.
         relations: int labels, a tensor or array-like of any shape.
     """
-    values = _checks.known_values(relations)
+    values = checks.known_values(relations)
     if values is None:
         return
     bad = (values < 0) | (values >= NUM_LABELS)

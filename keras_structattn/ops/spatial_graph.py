@@ -64,7 +64,7 @@ width, height or area: two of them have union 0, and their IoU is taken as
 import numpy as np
 from keras import ops
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 from keras_structattn.ops.relation_tables import BLOCKED
 from keras_structattn.ops.relation_tables import CONTAINS
 from keras_structattn.ops.relation_tables import IMPLICIT
@@ -339,7 +339,7 @@ def _spatial_relations_numpy(boxes, valid, distance_threshold):
 
 def _checked(boxes, valid, distance_threshold):
     _check_boxes("boxes", boxes)
-    _checks.positive_float("distance_threshold", distance_threshold)
+    checks.positive_float("distance_threshold", distance_threshold)
     if valid is not None:
         _check_mask("valid", valid, tuple(boxes.shape)[:-1], "boxes[..., 0]")
     _check_box_values("boxes", boxes, valid)
@@ -351,7 +351,7 @@ def _check_box_values(name, boxes, valid):
     Without `valid`, the padding rows that escape the check are the all-zero
     ones: any other row summing to 0 has a negative coordinate.
     """
-    _checks.box_values(name, boxes, valid, normalised=True)
+    checks.box_values(name, boxes, valid, normalised=True)
 
 
 # --------------------------------------------------------------------------
@@ -613,8 +613,8 @@ def _textvqa_checked(
     question_mask, object_boxes, object_mask, ocr_boxes, ocr_mask,
     decoder_length, distance_threshold,
 ):
-    _checks.non_negative_int("decoder_length", decoder_length)
-    _checks.positive_float("distance_threshold", distance_threshold)
+    checks.non_negative_int("decoder_length", decoder_length)
+    checks.positive_float("distance_threshold", distance_threshold)
     for name, boxes in (("object_boxes", object_boxes), ("ocr_boxes", ocr_boxes)):
         if len(boxes.shape) != 3 or boxes.shape[-1] != 4:
             raise ValueError(

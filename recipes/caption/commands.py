@@ -26,23 +26,23 @@ import time
 import keras
 import numpy as np
 
-from keras_structattn import checkpoints as checkpoints_lib
-from keras_structattn import hparams as hparams_lib
-from keras_structattn import self_critical
-from keras_structattn.data import coco_captions
 from keras_structattn.data import image_features
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.decoding.seq2seq import compiled_generate
-from keras_structattn.dictionaries import fit_dictionaries
-from keras_structattn.dictionaries import has_dictionaries
-from keras_structattn.distribution import Replicas
-from keras_structattn.losses import PaddedAccuracy
-from keras_structattn.losses import PaddedCrossEntropy
 from keras_structattn.metrics import CaptionScores
 from keras_structattn.metrics import CiderD
 from keras_structattn.metrics import evaluate_captions
 from keras_structattn.metrics import ptb_tokenize
-from keras_structattn.schedules import WarmupRsqrtDecay
+from keras_structattn.tasks.captioning import coco_captions
+from keras_structattn.training import checkpoints as checkpoints_lib
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training import self_critical
+from keras_structattn.training.dictionaries import fit_dictionaries
+from keras_structattn.training.dictionaries import has_dictionaries
+from keras_structattn.training.distribution import Replicas
+from keras_structattn.training.losses import PaddedAccuracy
+from keras_structattn.training.losses import PaddedCrossEntropy
+from keras_structattn.training.schedules import WarmupRsqrtDecay
 from models.captioner import TransformerCaptioner
 from models.catt_captioner import CATTCaptioner
 from models.updown import UpDownCaptioner
@@ -564,7 +564,7 @@ def val_cider_hook(args, splits, vocab, settings):
 
 def init_dictionaries(model, split, vocab, settings, batch_size):
     """Fits a CATT model's dictionaries by K-means over one pass of the
-    training batches (`keras_structattn.dictionaries`), unless the run
+    training batches (`keras_structattn.training.dictionaries`), unless the run
     asked for the uniform initializer; the same seed gives the same
     centres, so a run killed before its first checkpoint refits them alike."""
     if not has_dictionaries(model):
@@ -589,7 +589,7 @@ def init_dictionaries(model, split, vocab, settings, batch_size):
 
 
 def train_self_critical(args, settings, splits, vocab, model, jit, replicas):
-    """Self-critical sequence training (`keras_structattn.self_critical`):
+    """Self-critical sequence training (`keras_structattn.training.self_critical`):
     a fresh Adam at --scst_learning_rate, CIDEr-D rewards with document
     frequencies from the training references, resumable."""
     train_split = splits["train"]
@@ -855,7 +855,7 @@ def _to_visualize(args, trained, kind, wrong_kind):
 def visualize(args):
     """PNGs of the caption-to-image attention: for each generated word, the
     most attended area of the --layer decoder layer (averaged over heads)."""
-    from keras_structattn import attention_maps
+    from keras_structattn.tasks import attention_maps
 
     trained = load_trained(args)
     model, vocab, settings, _ = trained
@@ -906,7 +906,7 @@ def visualize_streams(args, trained):
     over its global dictionary (the top entries as bars). Plain Up-Down
     and Transformer runs draw the IS attention alone.
     """
-    from keras_structattn import attention_maps
+    from keras_structattn.tasks import attention_maps
 
     model, vocab, settings, _ = trained
     split, chosen, captions, images = _to_visualize(

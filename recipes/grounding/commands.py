@@ -11,11 +11,11 @@ import time
 import keras
 import numpy as np
 
-from keras_structattn import grounding
-from keras_structattn.data import refcoco
-from keras_structattn.data.vqa import question_batch
-from keras_structattn.data.vqa import records_report
 from keras_structattn.data.word_vocab import WordVocab
+from keras_structattn.tasks.grounding import heads as grounding
+from keras_structattn.tasks.grounding import refcoco
+from keras_structattn.tasks.vqa.vqa import question_batch
+from keras_structattn.tasks.vqa.vqa import records_report
 from models.muan import MUANGrounding
 from recipes import _cli
 from recipes import _vl
@@ -330,7 +330,7 @@ def predict(args):
 def visualize(args):
     """PNGs: the proposals shaded by the model's ranking probability, the
     predicted box outlined in red and the referred box in green."""
-    from keras_structattn import attention_maps
+    from keras_structattn.tasks import attention_maps
 
     trained = load_trained(args)
     splits = load_splits(args, (args.split,))

@@ -12,13 +12,13 @@ import time
 import keras
 import numpy as np
 
-from keras_structattn.data import textvqa as textvqa_data
-from keras_structattn.data.phoc import phoc
-from keras_structattn.data.vqa import question_batch
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.metrics import textvqa as textvqa_metrics
 from keras_structattn.ops import relation_tables
 from keras_structattn.ops import spatial_graph
+from keras_structattn.tasks.textvqa import textvqa as textvqa_data
+from keras_structattn.tasks.textvqa.phoc import phoc
+from keras_structattn.tasks.vqa.vqa import question_batch
 from models import m4c as m4c_models
 from recipes import _cli
 from recipes import _vl
@@ -148,7 +148,7 @@ def _feature_dims(split, fasttext_dim):
 
 
 def textvqa_phoc_dim():
-    from keras_structattn.data.phoc import PHOC_DIM
+    from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
 
     return PHOC_DIM
 
@@ -374,7 +374,7 @@ def compile_model(model, hparams, args, per_epoch, replicas=None):
     global norm `clip_norm` (mmf's `max_grad_l2_norm`), --jit under
     `replicas` (`_vl.jit_flag`). The warm-up and decay steps are fractions
     of the run's budget (`_vl.schedule_steps`)."""
-    from keras_structattn.schedules import LinearWarmupMultiStepDecay
+    from keras_structattn.training.schedules import LinearWarmupMultiStepDecay
 
     scale = _vl.schedule_steps(args, hparams, per_epoch)
     decay_steps = ",".join(str(max(1, round(int(s) * scale)))
@@ -604,7 +604,7 @@ def visualize(args):
     OCR tokens (last layer, mean over heads); for SA-M4C, one panel per
     spatial head: the boxes that head lets the copied token (else the first
     OCR token) attend to, lit by its attention weights."""
-    from keras_structattn import attention_maps
+    from keras_structattn.tasks import attention_maps
 
     trained = load_trained(args)
     model, question_vocab, answer_vocab, settings, hparams = trained

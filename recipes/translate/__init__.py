@@ -9,7 +9,7 @@
     python -m recipes.translate record   # the training batches, for `train --recorded`
 
 With no data flags it trains on the Tatoeba English-German subset that ships
-with the package (CC BY 2.0 FR, see keras_structattn/data/tatoeba_en_de/
+with the package (CC BY 2.0 FR, see keras_structattn/tasks/translation/tatoeba_en_de/
 NOTICE.md): `transformer_tiny_area` (area attention of width 3 in both
 layers), a joint SentencePiece vocabulary, 900 steps (about 7 minutes on
 2 CPU cores), then beam-search decoding of the test split, scored with
@@ -67,7 +67,7 @@ def build_parser():
                      help="the model family (default: the hparams set's)")
     run.add_argument("--hparams_set", default=None,
                      help=f"default {DEFAULT_HPARAMS_SET} ({DEFAULT_LSTM_HPARAMS_SET} with "
-                     "--model lstm); see keras_structattn.hparams.registered()")
+                     "--model lstm); see keras_structattn.training.hparams.registered()")
     run.add_argument("--hparams", default="",
                      help='comma-separated overrides, e.g. "num_area_layers=1"; a list value '
                      'keeps its commas: "area_attention_kinds=encoder_self,encdec"')

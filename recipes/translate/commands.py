@@ -30,22 +30,22 @@ import typing
 import keras
 import numpy as np
 
-from keras_structattn import checkpoints as checkpoints_lib
-from keras_structattn import hparams as hparams_lib
-from keras_structattn.data import batching
-from keras_structattn.data import parallel_text
-from keras_structattn.data import recorded as recorded_lib
-from keras_structattn.data import tatoeba
 from keras_structattn.data import vocab as vocab_lib
-from keras_structattn.losses import PaddedAccuracy
-from keras_structattn.losses import PaddedCrossEntropy
+from keras_structattn.decoding.tokens import PAD_ID
 from keras_structattn.metrics import corpus_bleu
 from keras_structattn.metrics import corpus_chrf
 from keras_structattn.metrics.text import group_references
-from keras_structattn.schedules import WarmupRsqrtDecay
-from keras_structattn.tokens import PAD_ID
-from keras_structattn.translation import string_translator
-from keras_structattn.translation import translate_sentences
+from keras_structattn.tasks.translation import batching
+from keras_structattn.tasks.translation import parallel_text
+from keras_structattn.tasks.translation import recorded as recorded_lib
+from keras_structattn.tasks.translation import tatoeba
+from keras_structattn.tasks.translation.translate import string_translator
+from keras_structattn.tasks.translation.translate import translate_sentences
+from keras_structattn.training import checkpoints as checkpoints_lib
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.losses import PaddedAccuracy
+from keras_structattn.training.losses import PaddedCrossEntropy
+from keras_structattn.training.schedules import WarmupRsqrtDecay
 from models.lstm_seq2seq import LSTMSeq2Seq
 from models.transformer import Transformer
 from recipes import _cli

@@ -14,14 +14,14 @@ import numpy as np
 
 import models.catt_vqa  # noqa: F401  (registers the Transformer+CATT hparams sets)
 import models.muan  # noqa: F401  (registers the MUAN hparams sets)
-from keras_structattn import checkpoints as checkpoints_lib
-from keras_structattn import dictionaries
-from keras_structattn.data import vqa as vqa_data
 from keras_structattn.data.word_vocab import WordVocab
-from keras_structattn.losses import SoftTargetBinaryCrossEntropy
 from keras_structattn.metrics import evaluate_vqa
 from keras_structattn.metrics import prepare_answer
 from keras_structattn.metrics import write_vqa_scores_json
+from keras_structattn.tasks.vqa import vqa as vqa_data
+from keras_structattn.training import checkpoints as checkpoints_lib
+from keras_structattn.training import dictionaries
+from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
 from models import vqa as vqa_models
 from recipes import _cli
 from recipes import _vl
@@ -541,7 +541,7 @@ def visualize(args):
     cross-attention for Transformer(+CATT)); beside them, for MUAN the four
     quadrants of the last block's unified attention (Fig. 6), for CATT the
     CS attention over the image and word dictionaries."""
-    from keras_structattn import attention_maps
+    from keras_structattn.tasks import attention_maps
 
     trained = load_trained(args)
     model, question_vocab, answers, settings, hparams = trained

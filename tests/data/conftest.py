@@ -4,7 +4,7 @@ import pytest
 
 from keras_structattn.data import CharVocab
 from keras_structattn.data import SubwordVocab
-from keras_structattn.data import load_tatoeba_en_de
+from keras_structattn.tasks.translation import load_tatoeba_en_de
 
 
 @pytest.fixture(scope="session")

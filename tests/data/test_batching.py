@@ -8,13 +8,13 @@ import pytest
 
 from keras_structattn.data import EOS_ID
 from keras_structattn.data import PAD_ID
-from keras_structattn.data import batching
-from keras_structattn.data import bucket_batch_sizes
-from keras_structattn.data import bucket_boundaries
-from keras_structattn.data import make_translation_dataset
-from keras_structattn.data.batching import TokenizedPairs
-from keras_structattn.data.batching import make_tokenized_dataset
-from keras_structattn.data.batching import tokenize_pairs
+from keras_structattn.tasks.translation import batching
+from keras_structattn.tasks.translation import bucket_batch_sizes
+from keras_structattn.tasks.translation import bucket_boundaries
+from keras_structattn.tasks.translation import make_translation_dataset
+from keras_structattn.tasks.translation.batching import TokenizedPairs
+from keras_structattn.tasks.translation.batching import make_tokenized_dataset
+from keras_structattn.tasks.translation.batching import tokenize_pairs
 
 BATCH_TOKENS = 512
 MAX_LENGTH = 24

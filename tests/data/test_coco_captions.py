@@ -13,18 +13,18 @@ import numpy as np
 import pytest
 
 from keras_structattn.data import shapes_world as sw
-from keras_structattn.data.coco_captions import CaptionReport
-from keras_structattn.data.coco_captions import SplitList
-from keras_structattn.data.coco_captions import caption_batch
-from keras_structattn.data.coco_captions import caption_ids
-from keras_structattn.data.coco_captions import default_tokenize
-from keras_structattn.data.coco_captions import read_coco_captions
-from keras_structattn.data.coco_captions import read_karpathy
-from keras_structattn.data.coco_captions import read_split_list
 from keras_structattn.data.word_vocab import WordVocab
-from keras_structattn.tokens import EOS_ID
-from keras_structattn.tokens import PAD_ID
-from keras_structattn.tokens import UNK_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.decoding.tokens import UNK_ID
+from keras_structattn.tasks.captioning.coco_captions import CaptionReport
+from keras_structattn.tasks.captioning.coco_captions import SplitList
+from keras_structattn.tasks.captioning.coco_captions import caption_batch
+from keras_structattn.tasks.captioning.coco_captions import caption_ids
+from keras_structattn.tasks.captioning.coco_captions import default_tokenize
+from keras_structattn.tasks.captioning.coco_captions import read_coco_captions
+from keras_structattn.tasks.captioning.coco_captions import read_karpathy
+from keras_structattn.tasks.captioning.coco_captions import read_split_list
 
 
 def _sentence(raw):

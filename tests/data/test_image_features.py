@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from keras_structattn.data import shapes_world as sw
-from keras_structattn.data.coco_captions import ImageCaptions
 from keras_structattn.data.image_features import ArrayFeatures
 from keras_structattn.data.image_features import FolderFeatures
 from keras_structattn.data.image_features import Hdf5ImageDatasets
@@ -20,6 +19,7 @@ from keras_structattn.data.image_features import grid_batch
 from keras_structattn.data.image_features import open_features
 from keras_structattn.data.image_features import region_batch
 from keras_structattn.data.image_features import select_images
+from keras_structattn.tasks.captioning.coco_captions import ImageCaptions
 
 h5py = pytest.importorskip("h5py")
 

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keras_structattn.data import FilterReport
-from keras_structattn.data import clean_text
-from keras_structattn.data import filter_pairs
-from keras_structattn.data import read_lines
-from keras_structattn.data import read_parallel_files
-from keras_structattn.data import read_tsv_pairs
+from keras_structattn.tasks.translation import FilterReport
+from keras_structattn.tasks.translation import clean_text
+from keras_structattn.tasks.translation import filter_pairs
+from keras_structattn.tasks.translation import read_lines
+from keras_structattn.tasks.translation import read_parallel_files
+from keras_structattn.tasks.translation import read_tsv_pairs
 
 LINES = ["Hallo Welt.", "  leading and trailing spaces kept  ", "", "Grüße – ✓ 30\u00a0%"]
 

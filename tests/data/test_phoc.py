@@ -6,11 +6,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from keras_structattn.data.phoc import BIGRAMS
-from keras_structattn.data.phoc import PHOC_DIM
-from keras_structattn.data.phoc import UNIGRAMS
-from keras_structattn.data.phoc import phoc
-from keras_structattn.data.phoc import phoc_batch
+from keras_structattn.tasks.textvqa.phoc import BIGRAMS
+from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
+from keras_structattn.tasks.textvqa.phoc import UNIGRAMS
+from keras_structattn.tasks.textvqa.phoc import phoc
+from keras_structattn.tasks.textvqa.phoc import phoc_batch
 
 PROPERTY_SETTINGS = settings(max_examples=40, deadline=None)
 

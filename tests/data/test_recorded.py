@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from keras_structattn.data import EOS_ID
-from keras_structattn.data import make_translation_dataset
-from keras_structattn.data.recorded import load_recording
-from keras_structattn.data.recorded import save_recording
+from keras_structattn.tasks.translation import make_translation_dataset
+from keras_structattn.tasks.translation.recorded import load_recording
+from keras_structattn.tasks.translation.recorded import save_recording
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -63,7 +63,7 @@ def test_replay_equals_the_pipeline(stream, train_pairs, subword_vocab, tmp_path
 def test_tokenized_pairs_record_as_lists_do(stream, train_pairs, subword_vocab, tmp_path):
     """The pipeline's own `TokenizedPairs` as the corpus: the same file as
     the Python-tokenised lists (no tie-break differs on these pairs)."""
-    from keras_structattn.data.batching import tokenize_pairs
+    from keras_structattn.tasks.translation.batching import tokenize_pairs
 
     tokens = tokenize_pairs(train_pairs, subword_vocab, subword_vocab)
     save_recording(tmp_path / "a.npz", tokens, stream().take(20).as_numpy_iterator())
@@ -96,7 +96,7 @@ def test_replay_needs_no_tensorflow(stream, train_pairs, subword_vocab, tmp_path
 import sys
 sys.modules["tensorflow"] = None  # any import of it now fails
 import numpy as np
-from keras_structattn.data.recorded import load_recording
+from keras_structattn.tasks.translation.recorded import load_recording
 from keras_structattn.data.vocab import load_vocab
 recording = load_recording({str(path)!r})
 np.testing.assert_array_equal(recording.batch(0)[1], np.load({str(tmp_path / "first.npy")!r}))

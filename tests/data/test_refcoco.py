@@ -14,12 +14,12 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from keras_structattn.data.refcoco import box_iou
-from keras_structattn.data.refcoco import grounding_accuracy
-from keras_structattn.data.refcoco import grounding_targets
-from keras_structattn.data.refcoco import read_refs
 from keras_structattn.data.shapes_world import generate
 from keras_structattn.data.shapes_world.writers import write
+from keras_structattn.tasks.grounding.refcoco import box_iou
+from keras_structattn.tasks.grounding.refcoco import grounding_accuracy
+from keras_structattn.tasks.grounding.refcoco import grounding_targets
+from keras_structattn.tasks.grounding.refcoco import read_refs
 
 
 @pytest.fixture(scope="module")

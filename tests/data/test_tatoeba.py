@@ -10,12 +10,12 @@ import importlib.resources
 
 import pytest
 
-from keras_structattn.data import clean_text
-from keras_structattn.data import load_tatoeba_en_de
-from keras_structattn.data import split_of
-from keras_structattn.data.tatoeba import _raw_pairs
-from keras_structattn.data.tatoeba import data_path
 from keras_structattn.metrics.text import group_references
+from keras_structattn.tasks.translation import clean_text
+from keras_structattn.tasks.translation import load_tatoeba_en_de
+from keras_structattn.tasks.translation import split_of
+from keras_structattn.tasks.translation.tatoeba import _raw_pairs
+from keras_structattn.tasks.translation.tatoeba import data_path
 
 SHA256 = "593c1d49120846a80b905964204a7d86f83a25dd10c7db04854a57f08d03a2df"
 
@@ -27,7 +27,8 @@ def test_packaged_file_sha256():
 
 
 def test_notice_is_packaged():
-    notice = importlib.resources.files("keras_structattn.data") / "tatoeba_en_de" / "NOTICE.md"
+    package = importlib.resources.files("keras_structattn.tasks.translation")
+    notice = package / "tatoeba_en_de" / "NOTICE.md"
     text = notice.read_text(encoding="utf-8")
     assert "CC BY 2.0 FR" in text and "tatoeba.org" in text and SHA256 in text
 

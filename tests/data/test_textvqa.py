@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from keras_structattn.data import shapes_world as sw
-from keras_structattn.data.textvqa import AnswerWordVocab
-from keras_structattn.data.textvqa import answer_sequences
-from keras_structattn.data.textvqa import m4c_targets
-from keras_structattn.data.textvqa import read_imdb
-from keras_structattn.data.textvqa import simple_word
+from keras_structattn.tasks.textvqa.textvqa import AnswerWordVocab
+from keras_structattn.tasks.textvqa.textvqa import answer_sequences
+from keras_structattn.tasks.textvqa.textvqa import m4c_targets
+from keras_structattn.tasks.textvqa.textvqa import read_imdb
+from keras_structattn.tasks.textvqa.textvqa import simple_word
 
 SPECIAL = ["<pad>", "<s>", "</s>", "<unk>"]
 

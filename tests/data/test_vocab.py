@@ -15,8 +15,8 @@ from keras_structattn.data import PAD_ID
 from keras_structattn.data import UNK_ID
 from keras_structattn.data import CharVocab
 from keras_structattn.data import SubwordVocab
-from keras_structattn.data import load_tatoeba_en_de
 from keras_structattn.data import load_vocab
+from keras_structattn.tasks.translation import load_tatoeba_en_de
 
 
 @pytest.fixture(scope="module")

@@ -18,18 +18,18 @@ from hypothesis import strategies as st
 
 from keras_structattn.data.shapes_world import generate
 from keras_structattn.data.shapes_world.writers import write
-from keras_structattn.data.vqa import AnswerVocab
-from keras_structattn.data.vqa import VQARecord
-from keras_structattn.data.vqa import question_batch
-from keras_structattn.data.vqa import read_vqa
-from keras_structattn.data.vqa import read_vqa_results
-from keras_structattn.data.vqa import records_report
-from keras_structattn.data.vqa import soft_score_batch
-from keras_structattn.data.vqa import soft_scores
-from keras_structattn.data.vqa import tokenize_question
 from keras_structattn.data.word_vocab import WordVocab
-from keras_structattn.tokens import PAD_ID
-from keras_structattn.tokens import UNK_ID
+from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.decoding.tokens import UNK_ID
+from keras_structattn.metrics.vqa_accuracy import read_vqa_results
+from keras_structattn.tasks.vqa.vqa import AnswerVocab
+from keras_structattn.tasks.vqa.vqa import VQARecord
+from keras_structattn.tasks.vqa.vqa import question_batch
+from keras_structattn.tasks.vqa.vqa import read_vqa
+from keras_structattn.tasks.vqa.vqa import records_report
+from keras_structattn.tasks.vqa.vqa import soft_score_batch
+from keras_structattn.tasks.vqa.vqa import soft_scores
+from keras_structattn.tasks.vqa.vqa import tokenize_question
 
 
 @pytest.fixture(scope="module")

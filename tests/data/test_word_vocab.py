@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from keras_structattn.data.word_vocab import WordVocab
-from keras_structattn.tokens import EOS_ID
-from keras_structattn.tokens import PAD_ID
-from keras_structattn.tokens import UNK_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.decoding.tokens import UNK_ID
 
 TOKEN_LISTS = [
     ["a", "red", "circle", "left", "of", "a", "square"],

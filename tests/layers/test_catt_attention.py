@@ -20,10 +20,10 @@ import pytest
 from keras import ops
 
 from keras_structattn.layers.catt_attention import CATTAttention
-from keras_structattn.layers.catt_attention import CATTTopDownAttention
-from keras_structattn.layers.catt_attention import GlobalDictionary
-from keras_structattn.layers.catt_attention import TopDownAttention
+from keras_structattn.layers.catt_top_down_attention import CATTTopDownAttention
+from keras_structattn.layers.global_dictionary import GlobalDictionary
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
+from keras_structattn.layers.top_down_attention import TopDownAttention
 from tests._backend import gradients
 
 DIM, HEADS, KEY_DIM, SIZE = 8, 2, 4, 5

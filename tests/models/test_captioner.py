@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
 from keras_structattn.decoding.seq2seq import compiled_generate
 from keras_structattn.decoding.seq2seq import generate
+from keras_structattn.decoding.tokens import EOS_ID
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
-from keras_structattn.tokens import EOS_ID
+from keras_structattn.training import hparams as hparams_lib
 from models.captioner import TransformerCaptioner
 from tests.models.test_transformer import step_by_step
 

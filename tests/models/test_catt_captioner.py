@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
 from keras_structattn.decoding.seq2seq import generate
-from keras_structattn.dictionaries import fit_dictionaries
 from keras_structattn.ops.kmeans import inertia
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.dictionaries import fit_dictionaries
 from models.catt_captioner import CATTCaptioner
 from tests._backend import compiled_on_jax
 

@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_structattn import dictionaries
-from keras_structattn import hparams as hparams_lib
+from keras_structattn.training import dictionaries
+from keras_structattn.training import hparams as hparams_lib
 from models import vqa as vqa_models
 from models.catt_vqa import CATTVQA
 

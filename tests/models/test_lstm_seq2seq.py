@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
 from keras_structattn.layers import MultiHeadAreaAttention
-from keras_structattn.losses import PaddedCrossEntropy
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.losses import PaddedCrossEntropy
 from models.lstm_seq2seq import LSTMSeq2Seq
 from tests._backend import jit
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn import grounding
-from keras_structattn import hparams as hparams_lib
+from keras_structattn.tasks.grounding import heads as grounding
+from keras_structattn.training import hparams as hparams_lib
 from models import muan
 from tests._backend import to_numpy
 

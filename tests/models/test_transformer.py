@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
-from keras_structattn.losses import PaddedAccuracy
-from keras_structattn.losses import PaddedCrossEntropy
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.losses import PaddedAccuracy
+from keras_structattn.training.losses import PaddedCrossEntropy
 from models.transformer import Transformer
 from tests._backend import jit
 

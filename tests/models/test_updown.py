@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
 from keras_structattn.decoding.seq2seq import compiled_generate
 from keras_structattn.decoding.seq2seq import generate
-from keras_structattn.dictionaries import fit_dictionaries
-from keras_structattn.schedules import WarmupRsqrtDecay
-from keras_structattn.self_critical import sample_captions
-from keras_structattn.tokens import EOS_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.dictionaries import fit_dictionaries
+from keras_structattn.training.schedules import WarmupRsqrtDecay
+from keras_structattn.training.self_critical import sample_captions
 from models.updown import UpDownCaptioner
 
 VOCAB = 11

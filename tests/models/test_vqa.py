@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
-from keras_structattn.losses import SoftTargetBinaryCrossEntropy
+from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
 from models.vqa import MCAN
 from models.vqa import build_vqa_model
 from tests._backend import compiled_on_jax

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from keras_structattn.data import tatoeba
+from keras_structattn.tasks.translation import tatoeba
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = (

@@ -73,8 +73,8 @@ LOSS_CHECK = textwrap.dedent(
     import contextlib
     import keras
     import numpy as np
-    from keras_structattn import distribution
-    from keras_structattn.losses import PaddedAccuracy, PaddedCrossEntropy
+    from keras_structattn.training import distribution
+    from keras_structattn.training.losses import PaddedAccuracy, PaddedCrossEntropy
 
     mirrored = distribution.replicas("data_parallel", devices=2)
     rng = np.random.default_rng(0)
@@ -268,10 +268,10 @@ def test_padding_rows_change_neither_loss_nor_accuracy():
     logits stay finite and the loss and accuracy are those of the batch."""
     import keras
 
-    from keras_structattn import hparams as hparams_lib
-    from keras_structattn.distribution import Replicas
-    from keras_structattn.losses import PaddedAccuracy
-    from keras_structattn.losses import PaddedCrossEntropy
+    from keras_structattn.training import hparams as hparams_lib
+    from keras_structattn.training.distribution import Replicas
+    from keras_structattn.training.losses import PaddedAccuracy
+    from keras_structattn.training.losses import PaddedCrossEntropy
     from models.transformer import Transformer
     from recipes.translate.commands import replica_rows
 
@@ -301,7 +301,7 @@ def test_each_process_feeds_its_block_of_the_padded_batch():
     rows 4-7 (one real row, three of padding); NumPy and tf.data alike."""
     import tensorflow as tf
 
-    from keras_structattn.distribution import Replicas
+    from keras_structattn.training.distribution import Replicas
     from recipes.translate.commands import replica_batches
     from recipes.translate.commands import replica_rows
 

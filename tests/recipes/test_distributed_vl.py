@@ -26,7 +26,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from keras_structattn.distribution import Replicas
+from keras_structattn.training.distribution import Replicas
 from recipes import _cli
 from recipes import _vl
 from recipes import grounding

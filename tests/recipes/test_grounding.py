@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from keras_structattn.data import refcoco
+from keras_structattn.tasks.grounding import refcoco
 from recipes import grounding
 from tests.recipes.conftest import ROOT
 from tests.recipes.test_translate_cli import ENV

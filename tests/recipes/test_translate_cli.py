@@ -350,7 +350,7 @@ def test_19_shapes_world_uses_the_recipes_flag_style(tmp_path):
 
 
 def test_checkpoint_reader_rejects_a_truncated_file(run_copy):
-    from keras_structattn import checkpoints
+    from keras_structattn.training import checkpoints
 
     path = run_copy / "checkpoints" / "ckpt-0002.weights.h5"
     assert checkpoints.is_readable(path)

@@ -25,10 +25,10 @@ import typing
 import keras
 import numpy as np
 
+from keras_structattn import checks
 from keras_structattn.decoding.seq2seq import compiled_generate
-from keras_structattn.ops import _checks
-from keras_structattn.tokens import EOS_ID
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
 
 
 class Translations(typing.NamedTuple):
@@ -106,14 +106,14 @@ def translate_sentences(
     Raises:
         ValueError: on an invalid argument (names it).
     """
-    _checks.positive_int("max_length", max_length)
+    checks.positive_int("max_length", max_length)
     if max_input_length is None:
         max_input_length = max_length
-    _checks.positive_int("max_input_length", max_input_length)
-    _checks.positive_int("beam_size", beam_size)
-    _checks.non_negative_int("extra_length", extra_length)
-    _checks.positive_int("batch_size", batch_size)
-    _checks.positive_int("length_multiple", length_multiple)
+    checks.positive_int("max_input_length", max_input_length)
+    checks.positive_int("beam_size", beam_size)
+    checks.non_negative_int("extra_length", extra_length)
+    checks.positive_int("batch_size", batch_size)
+    checks.positive_int("length_multiple", length_multiple)
     sentences = list(sentences)
     for i, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
@@ -184,8 +184,8 @@ def string_translator(model, vocab, *, max_length, beam_size=4, alpha=0.6):
             "Argument `vocab` must be a SubwordVocab: only SentencePiece "
             f"vocabularies export. Received: {vocab!r}"
         )
-    _checks.positive_int("max_length", max_length)
-    _checks.positive_int("beam_size", beam_size)
+    checks.positive_int("max_length", max_length)
+    checks.positive_int("beam_size", beam_size)
 
     class StringTranslator(tf.Module):
         def __init__(self):

@@ -18,8 +18,8 @@ import keras
 import numpy as np
 
 from keras_structattn.data._tensorflow import tf
-from keras_structattn.data.batching import TokenizedPairs
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.tasks.translation.batching import TokenizedPairs
 
 
 def _key(ids):

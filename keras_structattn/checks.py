@@ -1,13 +1,26 @@
-"""Argument checks shared by the ops and layers.
+"""Argument checks shared by the whole library: ops, layers, decoders, data, models.
 
-Each raises a `ValueError` that names the argument, the allowed values and
-what was received, as early as the value is known.
+The lowest layer of the package: it imports nothing from `keras_structattn`,
+so any module may use it. Each check raises a `ValueError` that names the
+argument, the allowed values and what was received, as early as the value
+is known, and returns the value (converted where said) so that a check
+reads as an assignment:
+
+    num_heads = checks.positive_int("num_heads", num_heads)
+
+Python values: `boolean`, `positive_int`, `non_negative_int`,
+`positive_float`, `non_negative_float`, `rate` (in [0, 1)), `one_of`,
+`token_id`. Tensors: `rank`, `known_values` (the concrete values of a
+tensor, or None while tracing), `box_values` (boxes in `[x1, y1, x2, y2]`),
+`grid` (a flat length that is a grid of a given height) and `initial_ids`
+(the `[B]` start ids of a decoder).
 """
 
 import sys
 
 import keras
 import numpy as np
+from keras import ops
 
 
 def _int_at_least(name, value, minimum, kind):
@@ -205,3 +218,42 @@ def box_values(name, boxes, valid=None, normalised=True, positive_size=False, ad
         )
         report(x2 == x1, positive, "zero width", advice)
         report(y2 == y1, positive, "zero height", advice)
+
+
+# ------------------------------------------------------------ decoders
+
+
+def non_negative_float(name, value):
+    """Checks that `value` is a real number >= 0 (bools are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(
+            f"Argument `{name}` must be a non-negative number. "
+            f"Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+def token_id(name, value, vocab_size=None):
+    """Checks that `value` is a token id: an int in `[0, vocab_size)`."""
+    valid = not isinstance(value, bool) and isinstance(value, int) and value >= 0
+    if valid and vocab_size is not None:
+        valid = value < vocab_size
+    if not valid:
+        allowed = "[0, vocab_size)" if vocab_size is not None else ">= 0"
+        raise ValueError(
+            f"Argument `{name}` must be an integer token id in {allowed}. "
+            f"Received: {name}={value!r}"
+            + (f", vocab_size={vocab_size}" if vocab_size is not None else "")
+        )
+    return value
+
+
+def initial_ids(value):
+    """Converts `initial_ids` to an int32 tensor and checks it is `[B]`."""
+    ids = ops.cast(ops.convert_to_tensor(value), "int32")
+    if len(ids.shape) != 1:
+        raise ValueError(
+            "Argument `initial_ids` must be a rank-1 tensor `[batch]` of "
+            f"token ids. Received: initial_ids.shape={tuple(ids.shape)}"
+        )
+    return ids

@@ -9,7 +9,7 @@ DDPN (Yu et al., 2018, arXiv:1805.03508). See docs/grounding.md.
 
 * `rank_loss` (Eq. 12): the KL divergence from a target distribution over
   the proposals (built from the proposals' IoU with the ground-truth box:
-  `keras_structattn.data.refcoco.grounding_targets`) to the softmax of the
+  `keras_structattn.tasks.grounding.refcoco.grounding_targets`) to the softmax of the
   predicted scores.
 * `regression_loss` (Eq. 13): smooth-L1 (Fast R-CNN's, beta 1) between the
   predicted and the target box deltas (`keras_structattn.ops.box_coding`),

@@ -3,7 +3,7 @@
 A corpus is tokenised once, up front, by the vocabulary's in-graph tokenizer
 (`tokenize_pairs`): the same ids serve the length filter's count, every
 epoch of the pipeline and a recording of its batches
-(`keras_structattn.data.recorded`).
+(`keras_structattn.tasks.translation.recorded`).
 
 Batches follow tensor2tensor: examples are grouped into buckets by length,
 and each bucket's batch size is chosen so that a batch holds at most about
@@ -20,12 +20,12 @@ import dataclasses
 
 import numpy as np
 
+from keras_structattn import checks
 from keras_structattn.data._tensorflow import tf
-from keras_structattn.data.parallel_text import FilterReport
-from keras_structattn.data.parallel_text import _check_pair
-from keras_structattn.ops import _checks
-from keras_structattn.tokens import EOS_ID
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.tasks.translation.parallel_text import FilterReport
+from keras_structattn.tasks.translation.parallel_text import _check_pair
 
 
 def _check_step(length_bucket_step):
@@ -57,8 +57,8 @@ def bucket_boundaries(max_length, min_length=8, length_bucket_step=1.1):
         `min_length >= max_length`). E.g. `bucket_boundaries(64)` is
         `[8, 9, ..., 20, 22, 24, 26, 28, 30, 33, 36, 39, 42, 46, 50, 55, 60]`.
     """
-    _checks.positive_int("max_length", max_length)
-    _checks.positive_int("min_length", min_length)
+    checks.positive_int("max_length", max_length)
+    checks.positive_int("min_length", min_length)
     _check_step(length_bucket_step)
     boundaries = []
     x = min_length
@@ -84,8 +84,8 @@ def bucket_batch_sizes(boundaries, batch_tokens, max_length):
         `max(1, batch_tokens // length)` for each length in
         `boundaries + [max_length]`.
     """
-    _checks.positive_int("batch_tokens", batch_tokens)
-    _checks.positive_int("max_length", max_length)
+    checks.positive_int("batch_tokens", batch_tokens)
+    checks.positive_int("max_length", max_length)
     return [max(1, batch_tokens // length) for length in list(boundaries) + [max_length]]
 
 
@@ -102,7 +102,7 @@ class TokenizedPairs:
     source_offsets[i + 1]]` (likewise for the target): one flat array per
     side instead of a Python list per sentence, so a corpus of millions of
     pairs stays small. Made by `tokenize_pairs`, read by `make_tokenized_dataset`
-    and `keras_structattn.data.recorded.save_recording`; NumPy only.
+    and `keras_structattn.tasks.translation.recorded.save_recording`; NumPy only.
 
     Attributes:
         source_tokens: int32 `[total source tokens]`.
@@ -211,7 +211,7 @@ def make_translation_dataset(pairs, source_vocab, target_vocab, **options):
     `tokenize_pairs` then `make_tokenized_dataset`: the pairs are tokenised
     once, by the vocabularies' in-graph tokenizers, and the pipeline batches
     those ids. Call the two yourself to keep the `TokenizedPairs` (e.g. to
-    record the batches with `keras_structattn.data.recorded`).
+    record the batches with `keras_structattn.tasks.translation.recorded`).
 
     Args:
         pairs: sequence of `(source, target)` string pairs.
@@ -243,7 +243,7 @@ def _length_report(tokens, max_length):
         A `FilterReport` (`too_long`; `empty` is 0: the pipeline keeps pairs
         with an empty side, drop them first with `filter_pairs`).
     """
-    _checks.positive_int("max_length", max_length)
+    checks.positive_int("max_length", max_length)
     source_lengths, target_lengths = tokens.lengths()
     too_long = int(np.count_nonzero((source_lengths > max_length) | (target_lengths > max_length)))
     return FilterReport(
@@ -326,13 +326,13 @@ def make_tokenized_dataset(
     Raises:
         ValueError: on an invalid argument (names it and the allowed values).
     """
-    _checks.positive_int("batch_tokens", batch_tokens)
-    _checks.positive_int("max_length", max_length)
-    _checks.positive_int("min_bucket_length", min_bucket_length)
-    _checks.positive_int("shuffle_buffer", shuffle_buffer)
+    checks.positive_int("batch_tokens", batch_tokens)
+    checks.positive_int("max_length", max_length)
+    checks.positive_int("min_bucket_length", min_bucket_length)
+    checks.positive_int("shuffle_buffer", shuffle_buffer)
     _check_step(length_bucket_step)
     if seed is not None:
-        _checks.non_negative_int("seed", seed)
+        checks.non_negative_int("seed", seed)
     if not isinstance(tokens, TokenizedPairs):
         raise ValueError(
             "Argument `tokens` must be a `TokenizedPairs` (see `tokenize_pairs`). "

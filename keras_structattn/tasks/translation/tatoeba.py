@@ -18,18 +18,17 @@ import functools
 import hashlib
 import importlib.resources
 
-from keras_structattn.data.parallel_text import clean_text
-from keras_structattn.data.parallel_text import read_tsv_pairs
+from keras_structattn import checks
 
 # Multi-reference grouping lives with the scoring that reads it
 # (`keras_structattn.metrics.text`); `keras_structattn.data` still exports it
 # from here.
-from keras_structattn.metrics.text import group_references  # noqa: F401
-from keras_structattn.ops import _checks
+from keras_structattn.tasks.translation.parallel_text import clean_text
+from keras_structattn.tasks.translation.parallel_text import read_tsv_pairs
 
 SPLITS = ("train", "dev", "test")
 
-# Name of the data file inside the package `keras_structattn.data`.
+# Name of the data file inside the package `keras_structattn.tasks.translation`.
 _DATA_DIR = "tatoeba_en_de"
 _DATA_FILE = "deu-eng.tsv.gz"
 
@@ -59,7 +58,7 @@ def split_of(english):
 
 def data_path():
     """The packaged data file, as an `importlib.resources` traversable."""
-    return importlib.resources.files("keras_structattn.data") / _DATA_DIR / _DATA_FILE
+    return importlib.resources.files("keras_structattn.tasks.translation") / _DATA_DIR / _DATA_FILE
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,7 +87,7 @@ def load_tatoeba_en_de(split="train", clean=True):
     Raises:
         ValueError: if `split` is not one of "train", "dev", "test".
     """
-    _checks.one_of("split", split, SPLITS)
+    checks.one_of("split", split, SPLITS)
     pairs = [(en, de) for s, en, de in _raw_pairs() if s == split]
     if clean:
         pairs = [(clean_text(en), clean_text(de)) for en, de in pairs]

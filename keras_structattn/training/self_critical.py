@@ -35,8 +35,8 @@ from keras import ops
 from keras_structattn.decoding import _cache
 from keras_structattn.decoding.sampling import sample_search
 from keras_structattn.decoding.seq2seq import compile_function
-from keras_structattn.tokens import EOS_ID
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
 
 BASELINES = ("mean", "greedy")
 

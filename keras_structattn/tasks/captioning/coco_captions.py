@@ -33,11 +33,11 @@ import re
 
 import numpy as np
 
+from keras_structattn import checks
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.json_files import top_list
-from keras_structattn.ops import _checks
-from keras_structattn.tokens import EOS_ID
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
 
 KARPATHY_SPLITS = ("train", "restval", "val", "test")
 IMAGES_WITHOUT_CAPTIONS = ("error", "skip")
@@ -287,7 +287,7 @@ def read_karpathy(path, *, tokenize=None, images_without_captions="error"):
             split, a duplicate image id, or an image without sentences.
     """
     _check_tokenize(tokenize)
-    _checks.one_of("images_without_captions", images_without_captions, IMAGES_WITHOUT_CAPTIONS)
+    checks.one_of("images_without_captions", images_without_captions, IMAGES_WITHOUT_CAPTIONS)
     name = os.fspath(path)
     images = top_list(name, load_json(name, "Karpathy's caption splits"), "images",
                       "Karpathy's caption splits")
@@ -419,7 +419,7 @@ def read_coco_captions(
             file.
     """
     _check_tokenize(tokenize)
-    _checks.one_of("images_without_captions", images_without_captions, IMAGES_WITHOUT_CAPTIONS)
+    checks.one_of("images_without_captions", images_without_captions, IMAGES_WITHOUT_CAPTIONS)
     tokenize = default_tokenize if tokenize is None else tokenize
     name = os.fspath(path)
     data = load_json(name, "COCO captions")
@@ -501,7 +501,7 @@ def caption_ids(tokens, vocab, max_length):
     Returns:
         A list of int ids ending with EOS (1); unknown words are UNK (2).
     """
-    _checks.positive_int("max_length", max_length)
+    checks.positive_int("max_length", max_length)
     return list(vocab.encode(list(tokens))[:max_length]) + [EOS_ID]
 
 
@@ -520,7 +520,7 @@ def caption_batch(token_lists, vocab, max_length):
         `decoder_inputs` is `targets` shifted right by one PAD (the
         tensor2tensor start symbol), its last column dropped.
     """
-    _checks.positive_int("max_length", max_length)
+    checks.positive_int("max_length", max_length)
     token_lists = list(token_lists)
     if not token_lists:
         raise ValueError("Argument `token_lists` is empty: a batch needs at least one caption.")

@@ -37,11 +37,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from keras_structattn import checks
+from keras_structattn.data.json_files import _field
+from keras_structattn.data.json_files import _Invalid
+from keras_structattn.data.json_files import _record_id
+from keras_structattn.data.json_files import _skip_or_raise
 from keras_structattn.data.json_files import atomic_open
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.json_files import top_list
-from keras_structattn.ops import _checks
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.metrics.vqa_accuracy import read_vqa_results  # noqa: F401
 
 QUESTION_LENGTH = 14
 ANSWERS_PER_QUESTION = 10
@@ -85,14 +90,6 @@ class VQARecord(NamedTuple):
     bias_conflict: bool = None
 
 
-class _Invalid(ValueError):
-    """A malformed record: `reason` is its report key suffix."""
-
-    def __init__(self, reason, message):
-        super().__init__(message)
-        self.reason = reason
-
-
 def tokenize_question(text):
     """MCAN's question tokenizer.
 
@@ -110,38 +107,6 @@ def tokenize_question(text):
     if not isinstance(text, str):
         raise ValueError(f"Argument `text` must be a str. Received: text={text!r:.80}")
     return _DELETED.sub("", text.lower()).replace("-", " ").replace("/", " ").split()
-
-
-def _field(where, entry, key, kind):
-    if key not in entry:
-        raise _Invalid("missing_key", f"{where}: missing key {key!r}; keys: {sorted(entry)[:10]}.")
-    value = entry[key]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise _Invalid(
-            "bad_type", f"{where}: {key!r} must be a {kind.__name__}; found {value!r:.80}."
-        )
-    return value
-
-
-def _record_id(name, list_name, index, entry, key="question_id"):
-    """`(id, where)` of a list entry; the id must be a non-negative int."""
-    where = f"{name}, {list_name}[{index}]"
-    if not isinstance(entry, dict):
-        raise _Invalid("bad_type", f"{where}: expected a JSON object, found {entry!r:.80}.")
-    if key not in entry:
-        raise _Invalid("missing_key", f"{where}: missing key {key!r}; keys: {sorted(entry)[:10]}.")
-    value = entry[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _Invalid(
-            "bad_id", f"{where}: {key!r} must be a non-negative integer; found {value!r:.80}."
-        )
-    return value, f"{name}, question id {value} ({list_name}[{index}])"
-
-
-def _skip_or_raise(error, skip_invalid, report):
-    if not skip_invalid:
-        raise ValueError(str(error)) from None
-    report[f"skipped/{error.reason}"] += 1
 
 
 def _parse_annotation(where, entry, image_id):
@@ -207,7 +172,7 @@ def read_vqa(questions_path, annotations_path=None, *, skip_invalid=False):
             invalid JSON, a missing top-level list, and (without
             `skip_invalid`) any malformed record as listed above.
     """
-    _checks.boolean("skip_invalid", skip_invalid)
+    checks.boolean("skip_invalid", skip_invalid)
     name = os.fspath(questions_path)
     questions = top_list(name, load_json(name, "VQA questions"), "questions", "VQA questions")
     report = collections.Counter(questions_in_file=len(questions))
@@ -310,51 +275,6 @@ def records_report(report):
     return "; ".join(parts)
 
 
-def read_vqa_results(path, *, question_ids=None):
-    """Reads a VQA results file: `[{"question_id": int, "answer": str}]`.
-
-    Other keys are ignored.
-
-    Args:
-        path: the JSON file.
-        question_ids: None, or the question ids the results may name (a
-            collection of ints, e.g. `{r.question_id for r in records}`;
-            keyword-only). Missing ids are not an error here.
-
-    Returns:
-        A list of `{"question_id": int, "answer": str}` in file order.
-
-    Raises:
-        FileNotFoundError: if the file is missing.
-        ValueError: naming the file and the index or question id, for
-            invalid JSON, a top level that is not a list, a missing key, an
-            id that is not a non-negative int, a non-string answer, a
-            duplicate id, or an id outside `question_ids`.
-    """
-    allowed = None if question_ids is None else set(question_ids)
-    name = os.fspath(path)
-    data = load_json(name, "VQA results")
-    if not isinstance(data, list):
-        raise ValueError(
-            f"{name}: expected a JSON list of {{question_id, answer}} objects; "
-            f"found a JSON {type(data).__name__}."
-        )
-    results, seen = [], {}
-    for index, entry in enumerate(data):
-        try:
-            qid, where = _record_id(name, "results", index, entry)
-            answer = _field(where, entry, "answer", str)
-        except _Invalid as e:
-            raise ValueError(str(e)) from None
-        if qid in seen:
-            raise ValueError(f"{where}: duplicate question id (also results[{seen[qid]}]).")
-        if allowed is not None and qid not in allowed:
-            raise ValueError(f"{where}: the question id is not one of the given question_ids.")
-        seen[qid] = index
-        results.append({"question_id": qid, "answer": answer})
-    return results
-
-
 def _identity(answer):
     return answer
 
@@ -438,7 +358,7 @@ class AnswerVocab:
             ValueError: for a non-string answer, or if no answer is seen
                 `min_count` times (naming the highest count).
         """
-        _checks.positive_int("min_count", min_count)
+        checks.positive_int("min_count", min_count)
         normalize = _normalizer(normalize)
         counts = collections.Counter()
         for index, item in enumerate(answer_lists):
@@ -601,7 +521,7 @@ def question_batch(token_lists, vocab, max_length=QUESTION_LENGTH):
     Returns:
         int32 `[B, max_length]`, padded with 0.
     """
-    _checks.positive_int("max_length", max_length)
+    checks.positive_int("max_length", max_length)
     token_lists = list(token_lists)
     if not token_lists:
         raise ValueError("Argument `token_lists` is empty: a batch needs at least one question.")

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_structattn.tokens import PAD_ID
+from keras_structattn.decoding.tokens import PAD_ID
 
 
 def _sum_over_replicas(value):

@@ -11,7 +11,7 @@ import gzip
 import os
 import zlib
 
-from keras_structattn.ops import _checks
+from keras_structattn import checks
 
 # Non-ASCII spaces seen in real corpora (Tatoeba among them): no-break and
 # narrow no-break spaces become plain spaces (so whitespace tokenisers and
@@ -165,8 +165,8 @@ def read_tsv_pairs(path, source_column=0, target_column=1):
             columns non-empty (names the file), or on what `read_lines`
             refuses (names the file and line).
     """
-    _checks.non_negative_int("source_column", source_column)
-    _checks.non_negative_int("target_column", target_column)
+    checks.non_negative_int("source_column", source_column)
+    checks.non_negative_int("target_column", target_column)
     needed = max(source_column, target_column) + 1
     lines = read_lines(path)
     _check_has_text(path, lines)
@@ -263,7 +263,7 @@ def filter_pairs(pairs, max_length=None, length_fn=None, *, clean=False):
             pair of strings (names its index).
     """
     if max_length is not None:
-        _checks.positive_int("max_length", max_length)
+        checks.positive_int("max_length", max_length)
     if length_fn is None:
         length_fn = _whitespace_tokens
     elif not callable(length_fn):

@@ -1,6 +1,6 @@
 """Finding and averaging the weight checkpoints of a run.
 
-`keras_structattn.callbacks.EpochCheckpoints` writes `ckpt-{epoch}.weights.h5`
+`keras_structattn.training.callbacks.EpochCheckpoints` writes `ckpt-{epoch}.weights.h5`
 files into a folder during `fit`; this module reads that folder:
 
     paths = checkpoint_paths("run/checkpoints")          # oldest first
@@ -20,7 +20,7 @@ import h5py
 import keras
 import numpy as np
 
-from keras_structattn.callbacks import list_checkpoints
+from keras_structattn.training.callbacks import list_checkpoints
 
 
 def checkpoint_paths(directory, readable_only=False):

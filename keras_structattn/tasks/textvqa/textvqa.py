@@ -22,7 +22,7 @@ tokens (indices `V + n`). This module holds what its released code (mmf's
   Transformers for TextVQA", arXiv:2007.12146) that also marks the other
   indices of the same word.
 
-The OCR features (FastText, `keras_structattn.data.phoc`, regions) are not
+The OCR features (FastText, `keras_structattn.tasks.textvqa.phoc`, regions) are not
 here. NumPy and the standard library only.
 """
 

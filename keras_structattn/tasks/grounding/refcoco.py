@@ -26,12 +26,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from keras_structattn import checks
+from keras_structattn.data.json_files import _field
+from keras_structattn.data.json_files import _Invalid
+from keras_structattn.data.json_files import _skip_or_raise
 from keras_structattn.data.json_files import load_json
-from keras_structattn.data.vqa import _field
-from keras_structattn.data.vqa import _Invalid
-from keras_structattn.data.vqa import _skip_or_raise
-from keras_structattn.data.vqa import tokenize_question
-from keras_structattn.ops import _checks
+from keras_structattn.tasks.vqa.vqa import tokenize_question
 
 PICKLE_EXTENSIONS = (".p", ".pkl", ".pickle")
 # A box may leave the image by this many pixels (rounding in the annotations).
@@ -220,7 +220,7 @@ def read_refs(refs_path, instances_path, *, splits=None, skip_invalid=False):
             without a sentence (or the reverse), duplicate ids, or a split
             name in `splits` that no ref has (naming the splits found).
     """
-    _checks.boolean("skip_invalid", skip_invalid)
+    checks.boolean("skip_invalid", skip_invalid)
     if splits is not None:
         splits = {splits} if isinstance(splits, str) else set(splits)
         if not splits or not all(isinstance(s, str) for s in splits):
@@ -461,7 +461,7 @@ def grounding_accuracy(pred_boxes, gt_boxes, threshold=0.5, *, strict=True):
     Returns:
         `(accuracy, correct)`: a Python float in [0, 1] and bool `[B]`.
     """
-    _checks.boolean("strict", strict)
+    checks.boolean("strict", strict)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
         0 <= threshold < 1
     ):

@@ -1,0 +1,14 @@
+"""Visual grounding (referring expressions): RefCOCO data and the heads' losses.
+
+Modules:
+    refcoco: RefCOCO refs with their boxes, box IoU, grounding targets and
+        accuracy.
+    heads: the grounding heads' ranking and regression losses and box
+        selection (MUAN / DDPN). See docs/grounding.md.
+"""
+
+from keras_structattn.tasks.grounding.refcoco import RefExpression
+from keras_structattn.tasks.grounding.refcoco import box_iou
+from keras_structattn.tasks.grounding.refcoco import grounding_accuracy
+from keras_structattn.tasks.grounding.refcoco import grounding_targets
+from keras_structattn.tasks.grounding.refcoco import read_refs
