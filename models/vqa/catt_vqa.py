@@ -51,8 +51,8 @@ from keras_structattn.layers.catt_attention import uniform_dictionary_initialize
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
-from models.vqa import check_vqa_inputs
-from models.vqa import vqa_training_defaults
+from models.vqa.base import check_vqa_inputs
+from models.vqa.hparams_sets import vqa_training_defaults
 
 ARCHITECTURE = "catt"
 BOX_DIM = 4  # LXMERT's box feature: the normalised [x1, y1, x2, y2]

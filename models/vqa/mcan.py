@@ -17,14 +17,14 @@
   encoder (Sec. III-C), POA (Sec. III-D, Eqs. 13-14) and PMA (Sec. III-E)
   in the decoder, the maps fused by Eq. 8; the head is Eqs. 1-3.
 
-The common interface of the library's VQA models (also `models.muan.MUAN`):
+The common interface of the library's VQA models (also `models.vqa.muan.MUAN`):
 `call(inputs)` with `inputs` a dict `{"question": int32 [B, T] (0 = pad),
 "regions": float32 [B, N, C], "boxes": float32 [B, N, 4] normalised [x1,
 y1, x2, y2] (zeros at padding), "region_mask": bool [B, N] (True =
 real)}` returns float32 logits `[B, num_answers]`; `attention_maps(inputs)`;
 `from_hparams(hparams, vocab_size, num_answers, *, word_vectors=None,
 seed=None)`. `build_vqa_model` dispatches on `hparams.architecture`
-(also `models.muan.MUAN` and `models.catt_vqa.CATTVQA`, Transformer+CATT).
+(also `models.vqa.muan.MUAN` and `models.vqa.catt_vqa.CATTVQA`, Transformer+CATT).
 
 Hyper-parameter sets (`model_type="vqa"`): `mcan_small`, `mcan_large`,
 `mcan_pa_small`, and the CPU-sized `mcan_tiny`, `mcan_pa_tiny`. See
@@ -421,11 +421,11 @@ def build_vqa_model(hparams, vocab_size, num_answers, *, word_vectors=None, seed
     """
     _checks.one_of("architecture", hparams.architecture, ARCHITECTURES)
     if hparams.architecture == "muan":
-        from models.muan import MUAN  # noqa: PLC0415 (MUAN's module imports this one's users)
+        from models.vqa.muan import MUAN  # noqa: PLC0415 (MUAN's module imports this one's users)
 
         model_class = MUAN
     elif hparams.architecture == "catt":
-        from models.catt_vqa import CATTVQA  # noqa: PLC0415 (it imports this module)
+        from models.vqa.catt_vqa import CATTVQA  # noqa: PLC0415 (it imports this module)
 
         model_class = CATTVQA
     else:

@@ -19,7 +19,7 @@ blocks, docs/vqa.md (section MUAN) and docs/grounding.md the models.
   deltas (Eq. 11), trained with `keras_structattn.grounding`'s losses
   (Eqs. 12-14).
 
-Hyper-parameter sets (`keras_structattn.hparams`): `muan_base`,
+Hyper-parameter sets (`models/vqa/hparams_sets.py`): `muan_base`,
 `muan_tiny`, `muan_tiny_nogate` (`model_type="vqa"`), and
 `muan_grounding_base`, `muan_grounding_tiny` (`model_type="grounding"`),
 all with `architecture="muan"`.
@@ -41,7 +41,7 @@ from keras_structattn.layers.unified_attention import UnifiedAttentionStack
 from keras_structattn.ops import _checks
 from keras_structattn.ops.box_geometry import box_position_features
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
-from models.vqa import vqa_training_defaults
+from models.vqa.hparams_sets import vqa_training_defaults
 
 VQA_INPUTS = ("question", "regions", "boxes", "region_mask")
 GROUNDING_INPUTS = ("expression", "regions", "boxes", "region_mask")
@@ -509,7 +509,7 @@ PAPER_LEARNING_RATE = 1.5e-2 / math.sqrt(768 * 10)
 
 def _training_values(**changes):
     """The VQA family's training and data hyper-parameters
-    (`models.vqa.vqa_training_defaults`: batch 64, 13 epochs, warm-up over
+    (`models.vqa.hparams_sets.vqa_training_defaults`: batch 64, 13 epochs, warm-up over
     3, x0.2 at epochs 10 and 12, up to 100 regions of 2048-d features) with
     the paper's Adam beta2 0.99 and base rate (Sec. IV-B)."""
     return vqa_training_defaults(

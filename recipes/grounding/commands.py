@@ -18,7 +18,7 @@ from keras_structattn.data import refcoco  # noqa: E402
 from keras_structattn.data.vqa import question_batch  # noqa: E402
 from keras_structattn.data.vqa import records_report  # noqa: E402
 from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
-from models.muan import MUANGrounding  # noqa: E402
+from models.vqa.muan import MUANGrounding  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
 from recipes import _world  # noqa: E402

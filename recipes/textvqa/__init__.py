@@ -7,7 +7,7 @@
     python -m recipes.textvqa score     --annotations A.json --results R.json [--output S.json]
     python -m recipes.textvqa visualize [--num_questions 8]   # OCR boxes and spatial heads, PNG
 
-Models (`models/m4c.py`, docs/textvqa.md): M4C (Hu et al., 2020,
+Models (`models/textvqa/m4c.py`, docs/textvqa.md): M4C (Hu et al., 2020,
 arXiv:1911.06258: a multimodal transformer over the question, the objects,
 the OCR tokens and the previous predictions, answering word by word from
 a vocabulary or by pointing at an OCR token) and SA-M4C (Kant et al., 2020,

@@ -21,7 +21,7 @@ from keras_structattn.data.word_vocab import WordVocab  # noqa: E402
 from keras_structattn.metrics import textvqa as textvqa_metrics  # noqa: E402
 from keras_structattn.ops import relation_tables  # noqa: E402
 from keras_structattn.ops import spatial_graph  # noqa: E402
-from models import m4c as m4c_models  # noqa: E402
+from models.textvqa import m4c as m4c_models  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
 from recipes import _world  # noqa: E402

@@ -65,7 +65,7 @@ def build_parser():
                      help="the model family (default: the hparams set's)")
     run.add_argument("--hparams_set", default=None,
                      help=f"default {DEFAULT_HPARAMS_SET} ({DEFAULT_LSTM_HPARAMS_SET} with "
-                     "--model lstm); see keras_structattn.hparams.registered()")
+                     "--model lstm); see models.registry.registered()")
     run.add_argument("--hparams", default="",
                      help='comma-separated overrides, e.g. "num_area_layers=1"; a list value '
                      'keeps its commas: "area_attention_kinds=encoder_self,encdec"')

@@ -52,8 +52,9 @@ from keras_structattn.schedules import WarmupRsqrtDecay  # noqa: E402
 from keras_structattn.tokens import PAD_ID  # noqa: E402
 from keras_structattn.translation import string_translator  # noqa: E402
 from keras_structattn.translation import translate_sentences  # noqa: E402
-from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
-from models.transformer import Transformer  # noqa: E402
+from models import registry  # noqa: E402
+from models.translation.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
+from models.translation.transformer import Transformer  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _replicas  # noqa: E402
 from recipes._run import RunFolder  # noqa: E402
@@ -158,7 +159,7 @@ def resolve_hparams(args, run, settings):
         run.check_hparams(saved, _usage(saved.parse, args.hparams))
         return saved
     name = settings["hparams_set"]
-    hparams = _usage(hparams_lib.get, name)
+    hparams = _usage(registry.get, name)
     if settings["model"] and hparams.model_type != settings["model"]:
         raise _cli.UsageError(
             f"--model {settings['model']} does not match --hparams_set {name}, a "

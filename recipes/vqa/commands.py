@@ -14,8 +14,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-import models.catt_vqa  # noqa: E402, F401  (registers the Transformer+CATT hparams sets)
-import models.muan  # noqa: E402, F401  (registers the MUAN hparams sets)
 from keras_structattn import checkpoints as checkpoints_lib  # noqa: E402
 from keras_structattn import dictionaries  # noqa: E402
 from keras_structattn.data import vqa as vqa_data  # noqa: E402
@@ -24,7 +22,7 @@ from keras_structattn.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
 from keras_structattn.metrics import evaluate_vqa  # noqa: E402
 from keras_structattn.metrics import prepare_answer  # noqa: E402
 from keras_structattn.metrics import write_vqa_scores_json  # noqa: E402
-from models import vqa as vqa_models  # noqa: E402
+from models.vqa import build as vqa_models  # noqa: E402
 from recipes import _cli  # noqa: E402
 from recipes import _vl  # noqa: E402
 from recipes import _world  # noqa: E402
