@@ -1,7 +1,7 @@
 """Image features as a Transformer's encoder input: a grid or bottom-up regions.
 
-Shared by the captioners (`models/captioning/transformer_captioner.py`, `models/captioning/catt_captioner.py`,
-`models/captioning/updown.py`). Two kinds of features (`encoder_input`):
+Shared by the captioners (`models/captioning/base.py`: `transformer_captioner.py`,
+`catt_captioner.py`, `updown.py`). Two kinds of features (`encoder_input`):
 
 * `"grid"`: float `[B, H, W, C]` CNN features, projected to `hidden_size`
   (a Dense), plus a 2-D position signal (`grid_positions`): learned row

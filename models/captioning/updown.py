@@ -52,8 +52,8 @@ from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.catt_attention import CATTTopDownAttention
 from keras_structattn.layers.catt_attention import TopDownAttention
 from keras_structattn.ops import _checks
-from models.captioning.image_input import ENCODER_INPUTS
 from models.captioning.base import Captioner
+from models.captioning.image_input import ENCODER_INPUTS
 from models.translation.lstm_seq2seq import _time_loop
 
 # The recurrent state carried from word to word.

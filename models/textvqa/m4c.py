@@ -45,25 +45,26 @@ runs one decoder position through every layer against cached keys and
 values (the attention core's cache), which
 gives the full teacher-forced pass's scores on the argmax path (tested).
 
-Hyper-parameter sets (`model_type="textvqa"`): `m4c_base`, `sa_m4c_base`
-(the papers'), `m4c_tiny`, `sa_m4c_tiny` (Shapes world on a CPU).
+Hyper-parameter sets (`models/textvqa/hparams_sets.py`,
+`model_type="textvqa"`): `m4c_base`, `sa_m4c_base` (the papers'),
+`m4c_tiny`, `sa_m4c_tiny` (Shapes world on a CPU).
 """
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_structattn import hparams as hparams_lib
 from keras_structattn.layers.blocks import BlockBase
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import _checks
+from models.textvqa.base import TextVQAModel
+from models.textvqa.hparams_sets import ARCHITECTURES  # noqa: F401 (re-exported)
+from models.textvqa.hparams_sets import MODEL_TYPE  # noqa: F401 (the recipe reads it here)
 
 BOX_DIM = 4
-MODEL_TYPE = "textvqa"
-ARCHITECTURES = ("m4c", "sa_m4c")
 # The answer vocabulary's reserved indices (mmf's M4C answer processor).
 PAD, BOS, EOS = 0, 1, 2
 # mmf's additive mask of padded OCR tokens in the pointer scores.
@@ -222,7 +223,7 @@ def m4c_loss(targets, scores, loss_mask):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class M4C(keras.Model):
+class M4C(TextVQAModel):
     """M4C, or SA-M4C with `num_spatial_layers > 0`; see the module docstring.
 
     Args:
@@ -259,7 +260,12 @@ class M4C(keras.Model):
         decoding's int32 indices `[B, S]`.
     """
 
-    model_type = MODEL_TYPE
+    # The constructor's hyper-parameters read from an hparams set.
+    _MODEL_HPARAMS = (
+        "max_ocr", "num_steps", "hidden_size", "num_heads", "filter_size", "num_text_layers",
+        "num_layers", "num_spatial_layers", "context_size", "max_question_length", "dropout",
+        "layer_norm_epsilon",
+    )
 
     def __init__(self, question_vocab_size, answer_vocab_size, *, max_ocr=50, num_steps=12,
                  hidden_size=768, num_heads=12, filter_size=3072, num_text_layers=3,
@@ -345,17 +351,6 @@ class M4C(keras.Model):
         self.classifier = dense("classifier", answer_vocab_size)
         self.pointer_query = dense("pointer_query")
         self.pointer_key = dense("pointer_key")
-
-    # ------------------------------------------------------------ hparams
-
-    @classmethod
-    def from_hparams(cls, hparams, question_vocab_size, answer_vocab_size, *, seed=None):
-        """The model of an `m4c_*` / `sa_m4c_*` hparams set."""
-        if hparams.model_type != MODEL_TYPE:
-            raise ValueError(f"M4C.from_hparams expects a {MODEL_TYPE} hparams set. "
-                             f"Received: model_type={hparams.model_type!r}")
-        values = {name: getattr(hparams, name) for name in _MODEL_HPARAMS}
-        return cls(question_vocab_size, answer_vocab_size, seed=seed, **values)
 
     # -------------------------------------------------------------- Keras
 
@@ -562,15 +557,6 @@ class M4C(keras.Model):
         _, weights = self(inputs, training=False, return_attention_scores=True)
         return keras.ops.convert_to_numpy(weights[-1])
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(self._config)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
 
 def answer_text(indices, vocab_words, ocr_tokens):
     """The answer string of one decoded row (mmf's prediction format).
@@ -598,10 +584,3 @@ def answer_text(indices, vocab_words, ocr_tokens):
         else:
             words.append(vocab_words[index])
     return " ".join(w for w in words if w).replace(" 's", "'s"), copied
-
-
-_MODEL_HPARAMS = (
-    "max_ocr", "num_steps", "hidden_size", "num_heads", "filter_size", "num_text_layers",
-    "num_layers", "num_spatial_layers", "context_size", "max_question_length", "dropout",
-    "layer_norm_epsilon",
-)

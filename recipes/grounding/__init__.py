@@ -58,6 +58,7 @@ WORLD_SET, PAPER_SET = "muan_grounding_tiny", "muan_grounding_base"
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser = _cli.ArgumentParser(
+        hparams_model_types=("grounding",),
         prog="python -m recipes.grounding",
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],

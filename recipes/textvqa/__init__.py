@@ -70,6 +70,7 @@ ANLS_MODES = ("st_vqa", "mmf")
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser = _cli.ArgumentParser(
+        hparams_model_types=("textvqa",),
         prog="python -m recipes.textvqa",
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],

@@ -79,6 +79,7 @@ DICTIONARY_INITS = ("kmeans", "uniform")
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser = _cli.ArgumentParser(
+        hparams_model_types=("vqa",),
         prog="python -m recipes.vqa",
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],
