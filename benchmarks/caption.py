@@ -1,7 +1,7 @@
 """Training and decoding speed of the Transformer captioner, regular vs 2x2 vs 3x3 area attention.
 
 The captioner of Li et al., "Area Attention", ICML 2019 (arXiv:1810.10126,
-section 4.3; `models/captioner.py`) puts 2-D area attention over the 8x8
+section 4.3; `models/captioning/transformer_captioner.py`) puts 2-D area attention over the 8x8
 image grid in the first 2 layers of the encoder self-attention and of the
 caption-to-image attention: 441 areas of up to 3x3 cells (225 of up to
 2x2) instead of 64 cells. What that costs in time is the point measured
@@ -48,9 +48,9 @@ from _timing import paired_medians  # noqa: E402
 
 from keras_structattn.decoding.seq2seq import compiled_generate  # noqa: E402
 from keras_structattn.decoding.tokens import EOS_ID  # noqa: E402
-from keras_structattn.training import hparams as hparams_lib  # noqa: E402
 from keras_structattn.training.losses import PaddedCrossEntropy  # noqa: E402
-from models.captioner import TransformerCaptioner  # noqa: E402
+from models import registry  # noqa: E402
+from models.captioning.transformer_captioner import TransformerCaptioner  # noqa: E402
 
 VARIANTS = ("", "_area2x2", "_area3x3")
 JITS = {"off": (False,), "on": (True,), "both": (False, True)}
@@ -61,7 +61,7 @@ def variant_hparams(args):
     return [
         (
             args.hparams_set + suffix,
-            hparams_lib.get(args.hparams_set + suffix).override(
+            registry.get(args.hparams_set + suffix).override(
                 grid_height=args.grid, grid_width=args.grid
             ),
         )

@@ -36,10 +36,10 @@ import numpy as np  # noqa: E402
 
 from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
-from keras_structattn.training import hparams as hparams_lib  # noqa: E402
 from keras_structattn.training.losses import PaddedCrossEntropy  # noqa: E402
-from models.catt_captioner import CATTCaptioner  # noqa: E402
-from models.updown import UpDownCaptioner  # noqa: E402
+from models import registry  # noqa: E402
+from models.captioning.catt_captioner import CATTCaptioner  # noqa: E402
+from models.captioning.updown import UpDownCaptioner  # noqa: E402
 
 PAIRS = (
     ("Transformer", "transformer_captioner_base", "Transformer+CATT", "catt_captioner_base",
@@ -67,7 +67,7 @@ def make_step(model_class, set_name, inputs, targets):
     """A compiled training step (loss and gradients), its multiply-adds and
     parameter count."""
     keras.utils.set_random_seed(0)
-    model = model_class.from_hparams(hparams_lib.get(set_name), VOCAB, seed=0)
+    model = model_class.from_hparams(registry.get(set_name), VOCAB, seed=0)
     model(inputs)
     step, cost = jax_training_step(model, PaddedCrossEntropy(0.1), inputs, targets)
     flops = cost["flops"]

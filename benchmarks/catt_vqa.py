@@ -140,11 +140,10 @@ def speed_part(args):
     import keras
     import numpy as np
 
-    import models.catt_vqa  # noqa: F401  (registers the sets)
     from benchmarks._timing import paired_medians
-    from keras_structattn.training import hparams as hparams_lib
     from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
-    from models.vqa import build_vqa_model
+    from models import registry
+    from models.vqa.build import build_vqa_model
 
     rng = np.random.default_rng(0)
     question = rng.integers(3, VOCAB, (BATCH, WORDS)).astype("int32")
@@ -160,7 +159,7 @@ def speed_part(args):
 
     def compile_step(name, overrides=""):
         keras.utils.set_random_seed(0)
-        model = build_vqa_model(hparams_lib.get(name).parse(overrides), VOCAB, ANSWERS,
+        model = build_vqa_model(registry.get(name).parse(overrides), VOCAB, ANSWERS,
                                 seed=0)
         model(inputs)
         trainable = [v.value for v in model.trainable_variables]

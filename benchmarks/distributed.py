@@ -54,14 +54,14 @@ def main(argv=None):
     from benchmarks.vqa_speed import VOCAB
     from benchmarks.vqa_speed import batch as vqa_batch
     from keras_structattn.training import distribution
-    from keras_structattn.training import hparams as hparams_lib
     from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
-    from models.vqa import build_vqa_model
+    from models import registry
+    from models.vqa.build import build_vqa_model
 
     backend = keras.backend.backend()
     replicas = distribution.replicas("data_parallel", devices=args.devices)
     replicas.check_batch(args.batch)
-    hparams = hparams_lib.get(args.hparams)
+    hparams = registry.get(args.hparams)
     rng = np.random.default_rng(0)
     inputs, targets = vqa_batch(rng)
     inputs = {k: v[: args.batch] for k, v in inputs.items()}

@@ -54,10 +54,10 @@ from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
 from benchmarks.spatial_graph import median_ms  # noqa: E402
 from benchmarks.spatial_graph import random_boxes  # noqa: E402
-from keras_structattn.training import hparams as hparams_lib  # noqa: E402
-from models.m4c import BOS  # noqa: E402
-from models.m4c import M4C  # noqa: E402
-from models.m4c import m4c_loss  # noqa: E402
+from models import registry  # noqa: E402
+from models.textvqa.m4c import BOS  # noqa: E402
+from models.textvqa.m4c import M4C  # noqa: E402
+from models.textvqa.m4c import m4c_loss  # noqa: E402
 from recipes.textvqa.commands import Encoded  # noqa: E402
 
 MODELS = (
@@ -210,7 +210,7 @@ def main():
           + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15 min)")
     print("# command: " + " ".join(["KERAS_BACKEND=jax python -m benchmarks.textvqa_speed",
                                      *sys.argv[1:]]))
-    base = hparams_lib.get("m4c_base")
+    base = registry.get("m4c_base")
     print(f"# batch {args.batch}: {base.max_question_length} question tokens, "
           f"{base.max_objects} objects x {base.object_feature_dim}, {base.max_ocr} OCR tokens x "
           f"{base.ocr_feature_dim}, {base.num_steps} steps, d {base.hidden_size}, "
@@ -221,7 +221,7 @@ def main():
     inputs, targets = batch(rng, args.batch, base)
     models = []
     for label, name, overrides in MODELS:
-        hparams = hparams_lib.get(name).parse(overrides)
+        hparams = registry.get(name).parse(overrides)
         models.append((label, *model_steps(label, hparams, inputs, targets)))
     print()
     base_macs = models[0][3]

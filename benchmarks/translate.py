@@ -31,10 +31,10 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 from keras_structattn.decoding import greedy_search  # noqa: E402
-from keras_structattn.training import hparams as hparams_lib  # noqa: E402
 from keras_structattn.training.losses import PaddedCrossEntropy  # noqa: E402
-from models.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
-from models.transformer import Transformer  # noqa: E402
+from models import registry  # noqa: E402
+from models.translation.lstm_seq2seq import LSTMSeq2Seq  # noqa: E402
+from models.translation.transformer import Transformer  # noqa: E402
 
 VOCAB = 4000
 
@@ -145,8 +145,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     args = parser.parse_args(argv)
-    regular = hparams_lib.get(args.hparams_set)
-    area = hparams_lib.get(args.hparams_set + "_area")
+    regular = registry.get(args.hparams_set)
+    area = registry.get(args.hparams_set + "_area")
     print(
         f"backend={keras.backend.backend()}  {args.hparams_set} vs "
         f"{args.hparams_set}_area (width {area.max_area_width}, first "
@@ -158,8 +158,8 @@ def main(argv=None):
     if args.lstm_hparams_set:
         families.append((
             f"{args.lstm_hparams_set} ",
-            hparams_lib.get(args.lstm_hparams_set),
-            hparams_lib.get(args.lstm_hparams_set + "_area"),
+            registry.get(args.lstm_hparams_set),
+            registry.get(args.lstm_hparams_set + "_area"),
         ))
     for prefix, plain, with_area in families:
         for jit in (False, True):

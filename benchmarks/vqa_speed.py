@@ -28,12 +28,11 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-import models.muan  # noqa: E402, F401  (registers the MUAN hparams sets)
 from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
-from keras_structattn.training import hparams as hparams_lib  # noqa: E402
 from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy  # noqa: E402
-from models.vqa import build_vqa_model  # noqa: E402
+from models import registry  # noqa: E402
+from models.vqa.build import build_vqa_model  # noqa: E402
 
 D512_MUAN = "hidden_size=512,num_heads=8,filter_size=2048"
 MODELS = (
@@ -89,7 +88,7 @@ def main():
     inputs, targets = batch(np.random.default_rng(0))
     steps = []
     for label, name, overrides in MODELS:
-        hparams = hparams_lib.get(name).parse(overrides)
+        hparams = registry.get(name).parse(overrides)
         steps.append((label, *make_step(hparams, inputs, targets)))
         print(f"# compiled {label}", flush=True)
     base_label, base_step, base_memory, _ = steps[0]

@@ -49,17 +49,54 @@ class ArgumentParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` raising `UsageError` instead of exiting.
 
     Every recipe's parser has `--debug` (tracebacks instead of one-line
-    errors).
+    errors), and a recipe that takes hparams sets has
+    `--list_hparams_sets`.
+
+    Args:
+        hparams_model_types: the `model_type`s of the hparams sets the
+            recipe takes; given, the parser has `--list_hparams_sets`,
+            which prints them (`models.registry`, no Keras) and exits 0.
+        **kwargs: `argparse.ArgumentParser` arguments.
     """
 
-    def __init__(self, **kwargs):
+    def __init__(self, hparams_model_types=None, **kwargs):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(**kwargs)
         self.add_argument("--debug", action="store_true",
                           help="on an error, show the Python traceback")
+        if hparams_model_types:
+            self.add_argument("--list_hparams_sets", action=_ListHparamsSets,
+                              model_types=tuple(hparams_model_types),
+                              help="print the hparams sets this recipe takes (name, "
+                              "model_type, architecture; one per line) and exit")
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def hparams_sets_listing(model_types):
+    """The `--list_hparams_sets` lines: `name<TAB>model_type<TAB>architecture`
+    ("-" without one) of every set of `model_types`, sorted by name."""
+    from models import registry  # noqa: PLC0415 (keras-free, only when listing)
+
+    return [
+        f"{name}\t{registry.model_type(name)}\t{registry.architecture(name) or '-'}"
+        for name in registry.registered(model_types)
+    ]
+
+
+class _ListHparamsSets(argparse.Action):
+    """`--list_hparams_sets`: prints the recipe's sets on stdout and exits 0
+    (as `--help`, with no command needed)."""
+
+    def __init__(self, option_strings, dest, model_types, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.model_types = model_types
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for line in hparams_sets_listing(self.model_types):
+            print(line)
+        parser.exit(0)
 
 
 # ------------------------------------------------------------- flag types

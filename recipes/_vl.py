@@ -12,6 +12,7 @@ import numpy as np
 
 from keras_structattn.data import image_features
 from keras_structattn.training import hparams as hparams_lib
+from models import registry
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
@@ -91,7 +92,7 @@ def resolve_run(args, given, defaults, model_type, default_set):
         return run, settings, saved
     if settings.get("hparams_set") is None:
         settings["hparams_set"] = default_set(settings)
-    hparams = usage(hparams_lib.get, settings["hparams_set"])
+    hparams = usage(registry.get, settings["hparams_set"])
     if hparams.model_type != model_type:
         raise _cli.UsageError(
             f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set; "

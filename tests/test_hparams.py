@@ -2,8 +2,8 @@
 
 import pytest
 
-from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.hparams import HParams
+from models import registry
 
 DEFAULTS = HParams(
     num_heads=4, dropout=0.1, shared=True, kinds="encoder_self,decoder_self,encdec", mode="mean"
@@ -21,9 +21,9 @@ def test_list_valued_override_is_one_value():
 
 
 def test_area_attention_kinds_from_the_command_line():
-    from models.transformer import area_kinds
+    from models.translation.transformer import area_kinds
 
-    hp = hparams_lib.resolve(
+    hp = registry.resolve(
         "transformer_tiny", "num_area_layers=1,area_attention_kinds=encoder_self,encdec"
     )
     assert hp.num_area_layers == 1

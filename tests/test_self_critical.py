@@ -81,7 +81,7 @@ def test_sampled_captions_follow_the_models_full_pass():
     """Each sampled token is the inverse-CDF draw from the softmax of the
     teacher-forced full pass over the sampled prefix (no cache): the cached
     sampler tiles the encoder state over the samples correctly."""
-    from models.captioner import TransformerCaptioner
+    from models.captioning.transformer_captioner import TransformerCaptioner
 
     rng = np.random.default_rng(2)
     model = TransformerCaptioner(

@@ -11,8 +11,8 @@ The model provides the tensor2tensor/KerasHub-shaped decoding protocol:
 * `decode_step(ids [B, 1], cache, index) -> (logits [B, V], cache)`,
 * `vocab_size`.
 
-`models.transformer.Transformer`, the LSTM seq2seq models and the
-captioner (`models.captioner.TransformerCaptioner`) implement it.
+`models.translation.transformer.Transformer`, the LSTM seq2seq models and the
+captioner (`models.captioning.transformer_captioner.TransformerCaptioner`) implement it.
 """
 
 import keras

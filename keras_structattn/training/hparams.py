@@ -1,11 +1,14 @@
-"""Named hyper-parameter sets with command-line overrides, tensor2tensor style.
+"""Hyper-parameters with command-line overrides, tensor2tensor style.
 
-A model registers functions that return an `HParams` (`@register("name")`);
-a recipe resolves `--hparams_set NAME --hparams "a=1,b=2"` with `resolve`,
-and saves the result next to its checkpoints (`HParams.save`) so that
-decoding and evaluation rebuild exactly the trained model (`HParams.load`).
+`HParams` is a flat set of named values; `parse` applies `--hparams
+"a=1,b=2"` overrides, and a recipe saves the result next to its
+checkpoints (`HParams.save`) so that decoding and evaluation rebuild
+exactly the trained model (`HParams.load`). The named sets
+(`--hparams_set NAME`) are the model zoo's: `models.registry` knows them
+all (each family declares its own in `models/<family>/hparams_sets.py`).
 
-    hparams = resolve("transformer_tiny", "num_hidden_layers=3,max_area_width=2")
+    from models import registry
+    hparams = registry.resolve("transformer_tiny", "num_hidden_layers=3,max_area_width=2")
 
 A list-valued hyper-parameter is a comma-separated string, and the overrides
 split only at a comma followed by `name=`, so it can be set on the command
@@ -16,8 +19,6 @@ overrides, the second with the value `"encoder_self,encdec"`.
 import json
 import os
 import re
-
-_REGISTRY = {}
 
 # A comma that starts a new override: followed by `name=` (an identifier).
 _OVERRIDE_SEPARATOR = re.compile(r",(?=\s*[A-Za-z_]\w*\s*=)")
@@ -214,83 +215,3 @@ def _parse_as(name, text, default):
             f"Hyper-parameter {name!r} is {_a_type(default)}; received {text!r}."
         ) from None
     return text
-
-
-def training_defaults(**changes):
-    """Hyper-parameters every translation model's set carries (t2t names).
-
-    They drive the recipe, not the model: label smoothing, the
-    `constant * linear_warmup * rsqrt_decay * rsqrt(hidden_size)` learning
-    rate, Adam, the batch size in tokens and the longest sequence.
-
-    Args:
-        **changes: values replacing the defaults.
-
-    Returns:
-        A dict, to merge into a set's `HParams(...)`.
-    """
-    values = dict(
-        label_smoothing=0.1,
-        learning_rate_constant=2.0,
-        learning_rate_warmup_steps=8000,
-        optimizer_adam_beta1=0.9,
-        optimizer_adam_beta2=0.98,
-        optimizer_adam_epsilon=1e-9,
-        batch_size=4096,  # tokens per batch (source or target, padded)
-        max_length=256,
-    )
-    values.update(changes)
-    return values
-
-
-def register(name):
-    """Decorator registering a function returning `HParams` under `name`.
-
-    Args:
-        name: the set's name for `get` and `--hparams_set`.
-
-    Returns:
-        The decorator (which returns the function unchanged).
-    """
-
-    def decorator(fn):
-        if name in _REGISTRY:
-            raise ValueError(f"hparams set {name!r} is registered twice")
-        _REGISTRY[name] = fn
-        return fn
-
-    return decorator
-
-
-def registered():
-    """Returns the sorted names of the registered hparams sets."""
-    return sorted(_REGISTRY)
-
-
-def get(name):
-    """A fresh `HParams` of the registered set `name`.
-
-    Args:
-        name: a registered set's name.
-
-    Returns:
-        An `HParams`.
-    """
-    if name not in _REGISTRY:
-        raise ValueError(
-            f"Unknown hparams set {name!r}. Registered: {', '.join(registered())}"
-        )
-    return _REGISTRY[name]()
-
-
-def resolve(name, overrides=None):
-    """`get(name)` with `"a=1,b=2"` overrides applied.
-
-    Args:
-        name: a registered set's name.
-        overrides: a comma-separated string of `name=value`, or "" / None.
-
-    Returns:
-        An `HParams`.
-    """
-    return get(name).parse(overrides)

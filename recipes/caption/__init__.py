@@ -99,6 +99,7 @@ def run_defaults(args):
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser = _cli.ArgumentParser(
+        hparams_model_types=("captioner", "catt_captioner", "updown_captioner"),
         prog="python -m recipes.caption",
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],

@@ -43,9 +43,10 @@ from keras_structattn.training.distribution import Replicas
 from keras_structattn.training.losses import PaddedAccuracy
 from keras_structattn.training.losses import PaddedCrossEntropy
 from keras_structattn.training.schedules import WarmupRsqrtDecay
-from models.captioner import TransformerCaptioner
-from models.catt_captioner import CATTCaptioner
-from models.updown import UpDownCaptioner
+from models import registry
+from models.captioning.catt_captioner import CATTCaptioner
+from models.captioning.transformer_captioner import TransformerCaptioner
+from models.captioning.updown import UpDownCaptioner
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
@@ -228,14 +229,14 @@ def resolve_run(args):
         saved = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
         run.check_hparams(saved, _usage(saved.parse, args.hparams))
         return run, settings, saved
-    hparams = _usage(hparams_lib.get, settings["hparams_set"])
+    hparams = _usage(registry.get, settings["hparams_set"])
     if hparams.model_type not in MODEL_CLASSES:
         raise _cli.UsageError(
             f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set; "
             "captioning takes a captioner_*, catt_captioner_*, transformer_captioner_* or "
             "updown_* set"
         )
-    expected = hparams_lib.get(MODELS[settings["model"]][0]).model_type
+    expected = registry.get(MODELS[settings["model"]][0]).model_type
     if hparams.model_type != expected:
         raise _cli.UsageError(
             f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set, not a "
@@ -247,7 +248,7 @@ def resolve_run(args):
 def new_hparams(args, settings, feature_shape):
     """A new run's hparams: the set's, fitted to the data's grid and the
     feature kind, then `--hparams`."""
-    hparams = hparams_lib.get(settings["hparams_set"])
+    hparams = registry.get(settings["hparams_set"])
     if settings["hparams_set"] == MODELS[settings["model"]][0]:
         hparams = hparams.parse(DEFAULT_SET_OVERRIDES)
     fitted = f"encoder_input={settings['feature_kind']}"

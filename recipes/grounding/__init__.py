@@ -6,7 +6,7 @@
     python -m recipes.grounding predict  --split testA [--output_file boxes.json]
     python -m recipes.grounding visualize [--num_expressions 8]   # PNG per expression
 
-The model (`models/muan.py`, docs/grounding.md) is MUAN's grounding
+The model (`models/vqa/muan.py`, docs/grounding.md) is MUAN's grounding
 architecture (Yu et al., 2019, arXiv:1908.04107, Sec. III-B): the
 expression's words and the region proposals go through a stack of unified
 attention blocks; each proposal gets a ranking score and a refinement of
@@ -60,6 +60,7 @@ WORLD_SET, PAPER_SET = "muan_grounding_tiny", "muan_grounding_base"
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser = _cli.ArgumentParser(
+        hparams_model_types=("grounding",),
         prog="python -m recipes.grounding",
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],

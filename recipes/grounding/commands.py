@@ -16,7 +16,7 @@ from keras_structattn.tasks.grounding import heads as grounding
 from keras_structattn.tasks.grounding import refcoco
 from keras_structattn.tasks.vqa.vqa import question_batch
 from keras_structattn.tasks.vqa.vqa import records_report
-from models.muan import MUANGrounding
+from models.vqa.muan import MUANGrounding
 from recipes import _cli
 from recipes import _vl
 from recipes import _world

@@ -7,7 +7,7 @@
     python -m recipes.textvqa score     --annotations A.json --results R.json [--output S.json]
     python -m recipes.textvqa visualize [--num_questions 8]   # OCR boxes and spatial heads, PNG
 
-Models (`models/m4c.py`, docs/textvqa.md): M4C (Hu et al., 2020,
+Models (`models/textvqa/m4c.py`, docs/textvqa.md): M4C (Hu et al., 2020,
 arXiv:1911.06258: a multimodal transformer over the question, the objects,
 the OCR tokens and the previous predictions, answering word by word from
 a vocabulary or by pointing at an OCR token) and SA-M4C (Kant et al., 2020,
@@ -72,6 +72,7 @@ ANLS_MODES = ("st_vqa", "mmf")
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser = _cli.ArgumentParser(
+        hparams_model_types=("textvqa",),
         prog="python -m recipes.textvqa",
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],

@@ -19,7 +19,7 @@ from keras_structattn.ops import spatial_graph
 from keras_structattn.tasks.textvqa import textvqa as textvqa_data
 from keras_structattn.tasks.textvqa.phoc import phoc
 from keras_structattn.tasks.vqa.vqa import question_batch
-from models import m4c as m4c_models
+from models.textvqa import m4c as m4c_models
 from recipes import _cli
 from recipes import _vl
 from recipes import _world

@@ -54,6 +54,7 @@ RUN_DEFAULTS = dict(vocab_type="subword", vocab_size=4000, seed=1)
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser = _cli.ArgumentParser(
+        hparams_model_types=MODEL_TYPES,
         prog="python -m recipes.translate",
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],

@@ -46,8 +46,9 @@ from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.losses import PaddedAccuracy
 from keras_structattn.training.losses import PaddedCrossEntropy
 from keras_structattn.training.schedules import WarmupRsqrtDecay
-from models.lstm_seq2seq import LSTMSeq2Seq
-from models.transformer import Transformer
+from models import registry
+from models.translation.lstm_seq2seq import LSTMSeq2Seq
+from models.translation.transformer import Transformer
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
@@ -153,7 +154,7 @@ def resolve_hparams(args, run, settings):
         run.check_hparams(saved, _usage(saved.parse, args.hparams))
         return saved
     name = settings["hparams_set"]
-    hparams = _usage(hparams_lib.get, name)
+    hparams = _usage(registry.get, name)
     if settings["model"] and hparams.model_type != settings["model"]:
         raise _cli.UsageError(
             f"--model {settings['model']} does not match --hparams_set {name}, a "

@@ -7,7 +7,7 @@
     python -m recipes.vqa score     --questions Q.json --annotations A.json --results R.json
     python -m recipes.vqa visualize [--num_questions 8]   # attention over the regions, PNG
 
-Models (`models/vqa.py`, `models/muan.py`; docs/vqa.md): MCAN (Yu et al.,
+Models (`models/vqa/mcan.py`, `models/vqa/muan.py`; docs/vqa.md): MCAN (Yu et al.,
 2019, arXiv:1906.10770), MCAN+PA (Mao et al., 2022, IEEE TNNLS: positional
 word, object and multimodal attention) and MUAN (Yu et al., 2019,
 arXiv:1908.04107: gated self-attention over [question; regions]),
@@ -81,6 +81,7 @@ DICTIONARY_INITS = ("kmeans", "uniform")
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser = _cli.ArgumentParser(
+        hparams_model_types=("vqa",),
         prog="python -m recipes.vqa",
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("\n", 1)[1],

@@ -12,8 +12,6 @@ import time
 import keras
 import numpy as np
 
-import models.catt_vqa  # noqa: F401  (registers the Transformer+CATT hparams sets)
-import models.muan  # noqa: F401  (registers the MUAN hparams sets)
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.metrics import evaluate_vqa
 from keras_structattn.metrics import prepare_answer
@@ -22,7 +20,7 @@ from keras_structattn.tasks.vqa import vqa as vqa_data
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import dictionaries
 from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
-from models import vqa as vqa_models
+from models.vqa import build as vqa_models
 from recipes import _cli
 from recipes import _vl
 from recipes import _world

@@ -14,8 +14,8 @@ from keras_structattn.decoding.seq2seq import compiled_generate
 from keras_structattn.decoding.seq2seq import generate
 from keras_structattn.decoding.tokens import EOS_ID
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
-from keras_structattn.training import hparams as hparams_lib
-from models.captioner import TransformerCaptioner
+from models import registry
+from models.captioning.transformer_captioner import TransformerCaptioner
 from tests.models.test_transformer import step_by_step
 
 VOCAB = 20
@@ -288,11 +288,11 @@ def test_keras_round_trip(tmp_path, name):
 
 def test_registered_sets():
     expected = {"tiny": (2, 128, 512, 4), "small": (3, 256, 1024, 4), "base": (6, 512, 2048, 8)}
-    names = [name for name in hparams_lib.registered() if name.startswith("captioner_")]
+    names = [name for name in registry.registered() if name.startswith("captioner_")]
     assert len(names) == 9
     for size, (layers, hidden, filters, heads) in expected.items():
         for suffix, side in (("", 1), ("_area2x2", 2), ("_area3x3", 3)):
-            hp = hparams_lib.get(f"captioner_{size}{suffix}")
+            hp = registry.get(f"captioner_{size}{suffix}")
             assert hp.model_type == "captioner"
             assert (hp.num_hidden_layers, hp.hidden_size, hp.filter_size,
                     hp.num_heads) == (layers, hidden, filters, heads)

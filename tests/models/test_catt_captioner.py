@@ -1,4 +1,4 @@
-"""The Transformer+CATT captioner and its twin (models/catt_captioner.py).
+"""The Transformer+CATT captioner and its twin (models/captioning/catt_captioner.py).
 
 The stacks themselves are checked against a NumPy reference in
 tests/layers/test_catt_transformer.py; here: the model's wiring (the twin
@@ -14,9 +14,9 @@ from keras import ops
 
 from keras_structattn.decoding.seq2seq import generate
 from keras_structattn.ops.kmeans import inertia
-from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.dictionaries import fit_dictionaries
-from models.catt_captioner import CATTCaptioner
+from models import registry
+from models.captioning.catt_captioner import CATTCaptioner
 from tests._backend import compiled_on_jax
 
 VOCAB, HIDDEN, REGIONS, CHANNELS, LENGTH, K = 11, 16, 5, 6, 6, 7
@@ -182,11 +182,11 @@ def test_keras_round_trip(tmp_path):
 
 
 def test_sets_and_arguments():
-    base = hparams_lib.get("catt_captioner_base")
+    base = registry.get("catt_captioner_base")
     assert (base.num_hidden_layers, base.hidden_size, base.num_heads, base.dictionary_size) == (
         6, 512, 8, 500)
-    assert hparams_lib.get("transformer_captioner_tiny").dictionary_size == 0
-    model = CATTCaptioner.from_hparams(hparams_lib.get("catt_captioner_tiny"), VOCAB)
+    assert registry.get("transformer_captioner_tiny").dictionary_size == 0
+    model = CATTCaptioner.from_hparams(registry.get("catt_captioner_tiny"), VOCAB)
     assert model.predictor_width == 2 * model.hidden_size
     with pytest.raises(ValueError, match="dictionary_size"):
         tiny(dictionary_size=-1)

@@ -1,13 +1,13 @@
-"""Transformer+CATT VQA (`models.catt_vqa`): its wiring, against its twin and NumPy."""
+"""Transformer+CATT VQA (`models.vqa.catt_vqa`): its wiring, against its twin and NumPy."""
 
 import keras
 import numpy as np
 import pytest
 
 from keras_structattn.training import dictionaries
-from keras_structattn.training import hparams as hparams_lib
-from models import vqa as vqa_models
-from models.catt_vqa import CATTVQA
+from models import registry
+from models.vqa import build as vqa_models
+from models.vqa.catt_vqa import CATTVQA
 
 SIZES = dict(hidden_size=16, num_heads=2, filter_size=32, num_language_layers=1,
              num_vision_layers=2, num_cross_layers=2, word_dim=16, max_question_length=6)
@@ -137,13 +137,13 @@ def test_keras_round_trip_jit_and_a_fully_masked_image(tmp_path):
 
 
 def test_sets_and_dispatch():
-    import models.catt_vqa  # noqa: F401
+    import models.vqa.catt_vqa  # noqa: F401
 
-    tiny = hparams_lib.get("catt_vqa_tiny")
+    tiny = registry.get("catt_vqa_tiny")
     assert tiny.dictionary_size == 500 and tiny.hidden_size == 128
-    assert hparams_lib.get("catt_vqa_tiny_nocatt").dictionary_size == 0
-    assert hparams_lib.get("catt_vqa_small").values() == dict(
-        hparams_lib.get("catt_vqa_small_nocatt").values(), dictionary_size=500)
+    assert registry.get("catt_vqa_tiny_nocatt").dictionary_size == 0
+    assert registry.get("catt_vqa_small").values() == dict(
+        registry.get("catt_vqa_small_nocatt").values(), dictionary_size=500)
     built = vqa_models.build_vqa_model(tiny.override(**SIZES), VOCAB, ANSWERS)
     assert isinstance(built, CATTVQA) and built.dictionary_size == 500
     with pytest.raises(ValueError, match="dictionary_size"):

@@ -8,9 +8,9 @@ import pytest
 from keras import ops
 
 from keras_structattn.layers import MultiHeadAreaAttention
-from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.losses import PaddedCrossEntropy
-from models.lstm_seq2seq import LSTMSeq2Seq
+from models import registry
+from models.translation.lstm_seq2seq import LSTMSeq2Seq
 from tests._backend import jit
 
 VOCAB = 30
@@ -136,11 +136,11 @@ def test_fit_lowers_the_loss_on_a_copy_task():
 def test_hparams_sets_cover_the_paper_grid():
     for cells in (256, 512, 1024):
         for heads in (1, 4):
-            hp = hparams_lib.get(f"lstm_seq2seq_{cells}_h{heads}_area")
+            hp = registry.get(f"lstm_seq2seq_{cells}_h{heads}_area")
             assert (hp.hidden_size, hp.num_heads, hp.max_area_width) == (cells, heads, 2)
-            assert hparams_lib.get(f"lstm_seq2seq_{cells}_h{heads}").max_area_width == 1
-            assert hparams_lib.get(f"lstm_seq2seq_{cells}_h{heads}_char").model_type == "lstm"
-    base = hparams_lib.get("lstm_area_attention_base")
+            assert registry.get(f"lstm_seq2seq_{cells}_h{heads}").max_area_width == 1
+            assert registry.get(f"lstm_seq2seq_{cells}_h{heads}_char").model_type == "lstm"
+    base = registry.get("lstm_area_attention_base")
     assert (base.hidden_size, base.num_heads, base.dropout, base.max_area_width,
             base.num_hidden_layers) == (1024, 4, 0.2, 2, 2)
 

@@ -1,4 +1,4 @@
-"""M4C and SA-M4C (models/m4c.py) against NumPy references on small cases.
+"""M4C and SA-M4C (models/textvqa/m4c.py) against NumPy references on small cases.
 
 The pointer scores, the attention mask, the loss and the previous-prediction
 embeddings are recomputed in NumPy from the model's weights; greedy
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from keras_structattn.ops.spatial_graph import textvqa_relations_numpy
-from models.m4c import M4C
-from models.m4c import answer_text
-from models.m4c import m4c_attention_mask
-from models.m4c import m4c_loss
+from models.textvqa.m4c import M4C
+from models.textvqa.m4c import answer_text
+from models.textvqa.m4c import m4c_attention_mask
+from models.textvqa.m4c import m4c_loss
 
 B, LQ, NO, T, S, V = 3, 5, 4, 6, 4, 9
 

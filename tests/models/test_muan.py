@@ -1,4 +1,4 @@
-"""Tests of `models.muan` (MUAN for VQA and for visual grounding; Yu et
+"""Tests of `models.vqa.muan` (MUAN for VQA and for visual grounding; Yu et
 al., 2019, arXiv:1908.04107, Sec. III).
 
 Wiring is checked by recomputing the outputs from the sublayers by hand
@@ -15,8 +15,8 @@ import pytest
 from keras import ops
 
 from keras_structattn.tasks.grounding import heads as grounding
-from keras_structattn.training import hparams as hparams_lib
-from models import muan
+from models import registry
+from models.vqa import muan
 from tests._backend import to_numpy
 
 VOCAB, ANSWERS, T, N, C = 12, 5, 4, 6, 6
@@ -205,24 +205,24 @@ def test_grounding_fit_lowers_the_loss():
 
 
 def test_registered_sets():
-    base = hparams_lib.get("muan_base")
+    base = registry.get("muan_base")
     assert (base.model_type, base.architecture) == ("vqa", "muan")
     # The paper's Sec. IV-B: d 768, h 8 (d_g = d/h = 96), L 10, Adam beta2
     # 0.99, batch 64, lr 1.5e-2 / sqrt(d L).
     assert (base.hidden_size, base.num_heads, base.num_blocks, base.gate_dim) == (768, 8, 10, 0)
     assert base.optimizer_adam_beta2 == 0.99 and base.batch_size == 64
     np.testing.assert_allclose(base.learning_rate, 1.5e-2 / np.sqrt(768 * 10))
-    tiny, nogate = hparams_lib.get("muan_tiny"), hparams_lib.get("muan_tiny_nogate")
+    tiny, nogate = registry.get("muan_tiny"), registry.get("muan_tiny_nogate")
     assert (tiny.hidden_size, tiny.num_heads, tiny.filter_size, tiny.num_blocks) == (64, 4, 256, 4)
     assert tiny.qk_gate and not nogate.qk_gate
     assert nogate.values() == tiny.override(qk_gate=False).values()
     model = muan.MUAN.from_hparams(nogate, VOCAB, ANSWERS, seed=1)
     assert model.stack.blocks[0].attention.qk_gate is False
-    ground = hparams_lib.get("muan_grounding_base")
+    ground = registry.get("muan_grounding_base")
     assert (ground.model_type, ground.max_expression_length, ground.regression_weight) == (
         "grounding", 15, 0.5)
     assert ground.use_box_features and ground.box_feature_dim == 0
-    assert hparams_lib.get("muan_grounding_tiny").hidden_size == 64
+    assert registry.get("muan_grounding_tiny").hidden_size == 64
     with pytest.raises(ValueError, match="grounding"):
         muan.MUANGrounding.from_hparams(base, VOCAB)
 

@@ -9,7 +9,8 @@ from keras import ops
 from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.losses import PaddedAccuracy
 from keras_structattn.training.losses import PaddedCrossEntropy
-from models.transformer import Transformer
+from models import registry
+from models.translation.transformer import Transformer
 from tests._backend import jit
 
 VOCAB = 40
@@ -188,7 +189,7 @@ def test_registered_sets_have_the_paper_sizes():
     }
     for size, (layers, hidden, filters, heads) in expected.items():
         for suffix, area_layers, width in (("", 0, 1), ("_area", 2, 3)):
-            hp = hparams_lib.get(f"transformer_{size}{suffix}")
+            hp = registry.get(f"transformer_{size}{suffix}")
             assert (hp.num_hidden_layers, hp.hidden_size, hp.filter_size,
                     hp.num_heads) == (layers, hidden, filters, heads)
             assert (hp.num_area_layers, hp.max_area_width) == (area_layers, width)
@@ -196,7 +197,7 @@ def test_registered_sets_have_the_paper_sizes():
 
 
 def test_hparams_overrides_and_errors(tmp_path):
-    hp = hparams_lib.resolve(
+    hp = registry.resolve(
         "transformer_tiny", "num_hidden_layers=3, label_smoothing=0.2,"
         "area_key_mode=max,shared_embedding_and_softmax_weights=false"
     )
@@ -207,19 +208,19 @@ def test_hparams_overrides_and_errors(tmp_path):
     hp.save(path)
     assert hparams_lib.HParams.load(path) == hp
     with pytest.raises(ValueError, match="Unknown hparams set 'transformer_huge'"):
-        hparams_lib.get("transformer_huge")
+        registry.get("transformer_huge")
     with pytest.raises(ValueError, match="Unknown hyper-parameter 'hiden_size'"):
-        hparams_lib.resolve("transformer_tiny", "hiden_size=3")
+        registry.resolve("transformer_tiny", "hiden_size=3")
     with pytest.raises(ValueError, match="'num_heads' is an int"):
-        hparams_lib.resolve("transformer_tiny", "num_heads=two")
+        registry.resolve("transformer_tiny", "num_heads=two")
     with pytest.raises(ValueError, match="name=value"):
-        hparams_lib.resolve("transformer_tiny", "num_heads")
+        registry.resolve("transformer_tiny", "num_heads")
     with pytest.raises(FileNotFoundError, match="nowhere.json"):
         hparams_lib.HParams.load(str(tmp_path / "nowhere.json"))
 
 
 def test_from_hparams_builds_the_set():
-    hp = hparams_lib.resolve("transformer_tiny_area", "num_hidden_layers=3")
+    hp = registry.resolve("transformer_tiny_area", "num_hidden_layers=3")
     model = Transformer.from_hparams(hp, vocab_size=VOCAB)
     model((np.ones((1, 4), "int32"), np.zeros((1, 3), "int32")))
     assert len(model.encoder_blocks) == 3

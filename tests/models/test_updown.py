@@ -1,4 +1,4 @@
-"""The Up-Down captioner and BUTD+CATT (models/updown.py): the teacher-forced
+"""The Up-Down captioner and BUTD+CATT (models/captioning/updown.py): the teacher-forced
 pass against a NumPy reference of Anderson et al. (2018, arXiv:1707.07998,
 Eq. 2-7) and of CATT's CS branch (arXiv:2103.03493, supplementary), cached
 decoding equal to it, `[B, K, T]` captions, masking, the K-means dictionary
@@ -12,11 +12,11 @@ from keras import ops
 from keras_structattn.decoding.seq2seq import compiled_generate
 from keras_structattn.decoding.seq2seq import generate
 from keras_structattn.decoding.tokens import EOS_ID
-from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.dictionaries import fit_dictionaries
 from keras_structattn.training.schedules import WarmupRsqrtDecay
 from keras_structattn.training.self_critical import sample_captions
-from models.updown import UpDownCaptioner
+from models import registry
+from models.captioning.updown import UpDownCaptioner
 
 VOCAB = 11
 HIDDEN = 16
@@ -316,7 +316,7 @@ def test_keras_round_trip(tmp_path):
 
 
 def test_registered_sets():
-    base = hparams_lib.get("updown_base")
+    base = registry.get("updown_base")
     assert base.model_type == "updown_captioner"
     assert (base.hidden_size, base.attention_size, base.dropout, base.dictionary_size) == (
         1000, 512, 0.5, 0
@@ -328,10 +328,10 @@ def test_registered_sets():
     np.testing.assert_allclose(
         float(schedule(base.learning_rate_warmup_steps - 1)), 5e-4, rtol=1e-6
     )
-    assert hparams_lib.get("updown_catt_base").dictionary_size == 1000
-    tiny_set = hparams_lib.get("updown_catt_tiny")
+    assert registry.get("updown_catt_base").dictionary_size == 1000
+    tiny_set = registry.get("updown_catt_tiny")
     assert (tiny_set.hidden_size, tiny_set.dictionary_size) == (128, 1000)
-    assert hparams_lib.get("updown_tiny").dictionary_size == 0
+    assert registry.get("updown_tiny").dictionary_size == 0
     model = UpDownCaptioner.from_hparams(tiny_set, vocab_size=VOCAB)
     assert model.is_catt and model.hidden_size == 128
 

@@ -1,4 +1,4 @@
-"""Tests of the MCAN and MCAN+PA VQA models (`models/vqa.py`).
+"""Tests of the MCAN and MCAN+PA VQA models (`models/vqa/mcan.py`).
 
 Mask invariance of the logits (padded words and regions, whatever they
 hold, change nothing); the `.keras` round trip of `mcan_tiny` and
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
-from models.vqa import MCAN
-from models.vqa import build_vqa_model
+from models import registry
+from models.vqa.build import build_vqa_model
+from models.vqa.mcan import MCAN
 from tests._backend import compiled_on_jax
 from tests.ops.test_box_geometry import random_boxes
 
@@ -27,7 +27,7 @@ def tiny(architecture, **changes):
                  flat_output_size=16, num_encoder_layers=1, num_decoder_layers=1,
                  pa_geometry_dim=16)
     small.update(changes)
-    return hparams_lib.get(name).override(**small)
+    return registry.get(name).override(**small)
 
 
 def batch(seed, size=3):
@@ -142,16 +142,16 @@ def test_fit_lowers_the_loss():
 
 
 def test_hparams_sets_and_dispatch():
-    small = hparams_lib.get("mcan_small")
+    small = registry.get("mcan_small")
     assert (small.hidden_size, small.num_heads, small.filter_size) == (512, 8, 2048)
     assert (small.num_encoder_layers, small.flat_output_size, small.learning_rate) == (
         6, 1024, 1e-4)
     assert small.decay_epochs == "10,12" and small.optimizer_adam_beta2 == 0.98
-    assert hparams_lib.get("mcan_large").flat_output_size == 2048
-    assert hparams_lib.get("mcan_pa_small").architecture == "mcan_pa"
+    assert registry.get("mcan_large").flat_output_size == 2048
+    assert registry.get("mcan_pa_small").architecture == "mcan_pa"
     for name in ("mcan_tiny", "mcan_pa_tiny"):
-        assert hparams_lib.get(name).model_type == "vqa"
-    model = build_vqa_model(hparams_lib.get("mcan_pa_tiny"), VOCAB, ANSWERS)
+        assert registry.get(name).model_type == "vqa"
+    model = build_vqa_model(registry.get("mcan_pa_tiny"), VOCAB, ANSWERS)
     assert isinstance(model, MCAN) and model.positional
     assert len(model.encoder_blocks) == 2
     with pytest.raises(ValueError, match="architecture"):

@@ -268,14 +268,14 @@ def test_padding_rows_change_neither_loss_nor_accuracy():
     logits stay finite and the loss and accuracy are those of the batch."""
     import keras
 
-    from keras_structattn.training import hparams as hparams_lib
     from keras_structattn.training.distribution import Replicas
     from keras_structattn.training.losses import PaddedAccuracy
     from keras_structattn.training.losses import PaddedCrossEntropy
-    from models.transformer import Transformer
+    from models import registry
+    from models.translation.transformer import Transformer
     from recipes.translate.commands import replica_rows
 
-    hparams = hparams_lib.get("transformer_tiny_area").parse(f"{TINY},{NO_DROPOUT}")
+    hparams = registry.get("transformer_tiny_area").parse(f"{TINY},{NO_DROPOUT}")
     model = Transformer.from_hparams(hparams, 30, seed=1)
     rng = np.random.default_rng(0)
     targets = rng.integers(1, 30, (3, 7)).astype("int32")

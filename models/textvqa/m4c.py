@@ -4,7 +4,7 @@ M4C (Hu et al., 2020, "Iterative Answer Prediction with Pointer-Augmented
 Multimodal Transformers for TextVQA", CVPR, arXiv:1911.06258) and SA-M4C
 (Kant et al., 2020, "Spatially Aware Multimodal Transformers for TextVQA",
 ECCV, arXiv:2007.12146), as their released code wires them (mmf
-`models/m4c.py`, `yashkant/sam-textvqa`); docs/textvqa.md lists the
+`models/textvqa/m4c.py`, `yashkant/sam-textvqa`); docs/textvqa.md lists the
 choices.
 
 * Question: word embedding + learned positions, LayerNorm, dropout, then
@@ -45,8 +45,9 @@ runs one decoder position through every layer against cached keys and
 values (the attention core's cache), which
 gives the full teacher-forced pass's scores on the argmax path (tested).
 
-Hyper-parameter sets (`model_type="textvqa"`): `m4c_base`, `sa_m4c_base`
-(the papers'), `m4c_tiny`, `sa_m4c_tiny` (Shapes world on a CPU).
+Hyper-parameter sets (`models/textvqa/hparams_sets.py`,
+`model_type="textvqa"`): `m4c_base`, `sa_m4c_base` (the papers'),
+`m4c_tiny`, `sa_m4c_tiny` (Shapes world on a CPU).
 """
 
 import keras
@@ -59,11 +60,11 @@ from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.training import hparams as hparams_lib
+from models.textvqa.base import TextVQAModel
+from models.textvqa.hparams_sets import ARCHITECTURES  # noqa: F401 (re-exported)
+from models.textvqa.hparams_sets import MODEL_TYPE  # noqa: F401 (the recipe reads it here)
 
 BOX_DIM = 4
-MODEL_TYPE = "textvqa"
-ARCHITECTURES = ("m4c", "sa_m4c")
 # The answer vocabulary's reserved indices (mmf's M4C answer processor).
 PAD, BOS, EOS = 0, 1, 2
 # mmf's additive mask of padded OCR tokens in the pointer scores.
@@ -222,7 +223,7 @@ def m4c_loss(targets, scores, loss_mask):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class M4C(keras.Model):
+class M4C(TextVQAModel):
     """M4C, or SA-M4C with `num_spatial_layers > 0`; see the module docstring.
 
     Args:
@@ -259,7 +260,12 @@ class M4C(keras.Model):
         decoding's int32 indices `[B, S]`.
     """
 
-    model_type = MODEL_TYPE
+    # The constructor's hyper-parameters read from an hparams set.
+    _MODEL_HPARAMS = (
+        "max_ocr", "num_steps", "hidden_size", "num_heads", "filter_size", "num_text_layers",
+        "num_layers", "num_spatial_layers", "context_size", "max_question_length", "dropout",
+        "layer_norm_epsilon",
+    )
 
     def __init__(self, question_vocab_size, answer_vocab_size, *, max_ocr=50, num_steps=12,
                  hidden_size=768, num_heads=12, filter_size=3072, num_text_layers=3,
@@ -345,17 +351,6 @@ class M4C(keras.Model):
         self.classifier = dense("classifier", answer_vocab_size)
         self.pointer_query = dense("pointer_query")
         self.pointer_key = dense("pointer_key")
-
-    # ------------------------------------------------------------ hparams
-
-    @classmethod
-    def from_hparams(cls, hparams, question_vocab_size, answer_vocab_size, *, seed=None):
-        """The model of an `m4c_*` / `sa_m4c_*` hparams set."""
-        if hparams.model_type != MODEL_TYPE:
-            raise ValueError(f"M4C.from_hparams expects a {MODEL_TYPE} hparams set. "
-                             f"Received: model_type={hparams.model_type!r}")
-        values = {name: getattr(hparams, name) for name in _MODEL_HPARAMS}
-        return cls(question_vocab_size, answer_vocab_size, seed=seed, **values)
 
     # -------------------------------------------------------------- Keras
 
@@ -562,15 +557,6 @@ class M4C(keras.Model):
         _, weights = self(inputs, training=False, return_attention_scores=True)
         return keras.ops.convert_to_numpy(weights[-1])
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(self._config)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
 
 def answer_text(indices, vocab_words, ocr_tokens):
     """The answer string of one decoded row (mmf's prediction format).
@@ -598,97 +584,3 @@ def answer_text(indices, vocab_words, ocr_tokens):
         else:
             words.append(vocab_words[index])
     return " ".join(w for w in words if w).replace(" 's", "'s"), copied
-
-
-_MODEL_HPARAMS = (
-    "max_ocr", "num_steps", "hidden_size", "num_heads", "filter_size", "num_text_layers",
-    "num_layers", "num_spatial_layers", "context_size", "max_question_length", "dropout",
-    "layer_norm_epsilon",
-)
-
-
-# ----------------------------------------------------------------- hparams
-
-
-def m4c_hparams(architecture="m4c", **changes):
-    """M4C's `HParams` (Hu et al., 2020, Sec. 4 and the released config),
-    `changes` applied.
-
-    d 768, 12 heads, FFN 3072, a 3-layer question encoder, 4 multimodal
-    layers (SA-M4C: 2 plain + 4 spatial, c = 3), 12 decoding steps, 50 OCR
-    tokens, 100 objects, questions of up to 20 tokens; Adam at 1e-4 with a
-    linear warm-up from 0.2x over 1000 iterations and x0.1 at 14k and 19k
-    of 24k iterations (about 89 epochs of TextVQA's 34,602 training
-    questions at batch 128), gradients clipped to global norm 0.25; answer
-    words seen at least once in the training answers form the vocabulary
-    when no file is given (M4C ships a fixed 5k vocabulary).
-    """
-    values = dict(
-        model_type=MODEL_TYPE,
-        architecture=architecture,
-        hidden_size=768,
-        num_heads=12,
-        filter_size=3072,
-        num_text_layers=3,
-        num_layers=4,
-        num_spatial_layers=0,
-        context_size=3,
-        distance_threshold=0.5,
-        max_question_length=20,
-        max_objects=100,
-        max_ocr=50,
-        # Faster R-CNN fc7 (2048); FastText 300 + PHOC 604 + fc7 2048 (M4C's
-        # 50 always-zero order dims are left out: they feed nothing).
-        object_feature_dim=2048,
-        ocr_feature_dim=2952,
-        num_steps=12,
-        dropout=0.1,
-        layer_norm_epsilon=1e-12,
-        learning_rate=1e-4,
-        warmup_steps=1000,
-        warmup_factor=0.2,
-        decay_steps="14000,19000",
-        decay_rate=0.1,
-        clip_norm=0.25,
-        optimizer_adam_beta1=0.9,
-        optimizer_adam_beta2=0.999,
-        optimizer_adam_epsilon=1e-8,
-        batch_size=128,
-        epochs=89,
-        min_answer_count=1,
-    )
-    if architecture == "sa_m4c":
-        values.update(num_layers=2, num_spatial_layers=4, batch_size=96)
-    return hparams_lib.HParams(**values).override(**changes)
-
-
-# Shapes world on a CPU: 12 heads (one per spatial relation) of 8.
-_TINY = dict(hidden_size=96, filter_size=256, num_text_layers=1, max_objects=8,
-             max_ocr=9, learning_rate=5e-4, warmup_steps=100, decay_steps="100000",
-             clip_norm=1.0, batch_size=64, epochs=12, dropout=0.1,
-             # Shapes world's answer noise makes one-off misspellings.
-             min_answer_count=5)
-
-
-@hparams_lib.register("m4c_base")
-def m4c_base():
-    """M4C as the paper trains it on TextVQA: d 768, 4 layers, 12 steps."""
-    return m4c_hparams()
-
-
-@hparams_lib.register("sa_m4c_base")
-def sa_m4c_base():
-    """SA-M4C as the paper's best setting: 2 plain + 4 spatial layers, c = 3."""
-    return m4c_hparams("sa_m4c")
-
-
-@hparams_lib.register("m4c_tiny")
-def m4c_tiny():
-    """A CPU-sized M4C for Shapes world: d 96, 12 heads of 8, 4 layers."""
-    return m4c_hparams(**dict(_TINY, num_layers=4))
-
-
-@hparams_lib.register("sa_m4c_tiny")
-def sa_m4c_tiny():
-    """`m4c_tiny`'s SA-M4C: 2 plain + 2 spatial layers (c = 3)."""
-    return m4c_hparams("sa_m4c", **dict(_TINY, num_layers=2, num_spatial_layers=2))

@@ -1,7 +1,7 @@
 """Image features as a Transformer's encoder input: a grid or bottom-up regions.
 
-Shared by the captioners (`models/captioner.py`, `models/catt_captioner.py`,
-`models/updown.py`). Two kinds of features (`encoder_input`):
+Shared by the captioners (`models/captioning/base.py`: `transformer_captioner.py`,
+`catt_captioner.py`, `updown.py`). Two kinds of features (`encoder_input`):
 
 * `"grid"`: float `[B, H, W, C]` CNN features, projected to `hidden_size`
   (a Dense), plus a 2-D position signal (`grid_positions`): learned row
@@ -34,7 +34,7 @@ BOX_GEOMETRY_SIZE = 7
 
 
 class ImageInput:
-    """Mixin of a `models.seq2seq.Seq2Seq` captioner: the image's embedding.
+    """Mixin of a `models.translation.base.Seq2Seq` captioner: the image's embedding.
 
     The model calls `_set_image_input(...)` then (once its own seeded
     sublayers are made, to keep their seeds) `_make_image_layers()` in its

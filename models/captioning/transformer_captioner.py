@@ -32,12 +32,12 @@ Two image inputs (`encoder_input`):
 Then dropout (tensor2tensor's `layer_prepostprocess_dropout`, after the
 positions as on the Transformer's inputs), the pre-norm encoder blocks and
 a final layer norm. The decoder is the translation Transformer's
-(`models/transformer.py`): target embedding scaled by `sqrt(hidden_size)`
+(`models/translation/transformer.py`): target embedding scaled by `sqrt(hidden_size)`
 plus the timing signal, pre-norm decoder blocks, final layer norm and the
 softmax (shared with the target embedding by default); token ids follow
 `keras_structattn.decoding.tokens` (0 pads and starts the caption, 1 is EOS).
 
-Hyper-parameter sets (`keras_structattn.training.hparams`): `captioner_tiny`,
+Hyper-parameter sets (`models/captioning/hparams_sets.py`): `captioner_tiny`,
 `captioner_small` and `captioner_base` (the paper's 6+6 layers x 512, 8
 heads), each with `_area2x2` and `_area3x3` variants (area attention in
 the first 2 layers, encoder self and encoder-decoder attention).
@@ -52,27 +52,20 @@ from keras_structattn.layers.area_attention import MultiHeadAreaAttention
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.ops import areas
 from keras_structattn.ops.attend_areas import VALUE_MODES
-from keras_structattn.training import hparams as hparams_lib
-from models.image_input import BOX_GEOMETRY_SIZE  # noqa: F401 (re-exported)
-from models.image_input import ENCODER_INPUTS  # noqa: F401 (re-exported)
-from models.image_input import GRID_POSITIONS  # noqa: F401 (re-exported)
-from models.image_input import REGION_KEYS  # noqa: F401 (re-exported)
-from models.image_input import ImageInput
-from models.image_input import decode_captions
-from models.seq2seq import Seq2Seq
-from models.transformer import Transformer
-from models.transformer import area_kinds
-from models.transformer import make_stacks
+from models.captioning.base import Captioner
+from models.translation.transformer import TransformerDecoding
+from models.translation.transformer import area_kinds
+from models.translation.transformer import make_stacks
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class TransformerCaptioner(ImageInput, Seq2Seq):
+class TransformerCaptioner(TransformerDecoding, Captioner):
     """Transformer image captioner with optional 2-D area attention.
 
     See the module docstring. The defaults are the paper's model (6 encoder
     and 6 decoder layers, hidden 512, 8 heads, an 8x8 grid); each default is
     an hparam of the sets (`Seq2Seq.hparam_defaults`). Its training values
-    (`training_hparams`) differ from translation's: `batch_size` counts
+    (`hparams_sets.captioning_training_defaults`) differ from translation's: `batch_size` counts
     *images* per batch (each with its captions: `decoder_inputs` may be
     `[B, K, T]`, K captions per image), not tokens; `max_length` is the
     longest caption in tokens (EOS included); the learning rate
@@ -120,15 +113,6 @@ class TransformerCaptioner(ImageInput, Seq2Seq):
     """
 
     model_type = "captioner"
-    embeds_source = False
-    # Peak learning rate constant / sqrt(warmup * hidden_size); batches of
-    # images (see the class docstring).
-    training_hparams = dict(
-        learning_rate_constant=1.0,
-        learning_rate_warmup_steps=1000,
-        batch_size=16,
-        max_length=32,
-    )
 
     def __init__(
         self,
@@ -215,15 +199,8 @@ class TransformerCaptioner(ImageInput, Seq2Seq):
     # of the teacher-forced pass and of cached decoding, run on this model's
     # `target_embedding`, `target_dropout`, `decoder_blocks` and
     # `decoder_norm`.
-    _embed_at = Transformer._embed_at
-    decode = Transformer.decode
-    initial_cache = Transformer.initial_cache
-    decode_step = Transformer.decode_step
 
     # ---------------------------------------------------------------- build
-
-    def call(self, inputs, training=None):
-        return decode_captions(self, inputs, training)
 
     def build(self, input_shape=None):
         feature_shape, target_shape = None, (None, None)
@@ -332,30 +309,3 @@ class TransformerCaptioner(ImageInput, Seq2Seq):
         if isinstance(attention, MultiHeadAreaAttention):
             return attention.area_coordinates(self.memory_length)
         return areas.area_coordinates(self.memory_length, self.grid_height)
-
-
-# ----------------------------------------------------------------- hparams
-
-
-def _sets():
-    """Each set's changes to the constructor's defaults (`captioner_base`)."""
-    sizes = {
-        "tiny": dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4),
-        "small": dict(num_hidden_layers=3, hidden_size=256, filter_size=1024, num_heads=4),
-        "base": dict(),
-    }
-    for size, values in sizes.items():
-        yield f"captioner_{size}", values
-        for side in (2, 3):
-            area = dict(num_area_layers=2, max_area_width=side, max_area_height=side)
-            yield f"captioner_{size}_area{side}x{side}", dict(values, **area)
-
-
-def _register_sets():
-    for name, values in _sets():
-        hparams_lib.register(name)(
-            lambda values=values: TransformerCaptioner.default_hparams(**values)
-        )
-
-
-_register_sets()

@@ -19,13 +19,11 @@ blocks, docs/vqa.md (section MUAN) and docs/grounding.md the models.
   deltas (Eq. 11), trained with `keras_structattn.tasks.grounding.heads`'s losses
   (Eqs. 12-14).
 
-Hyper-parameter sets (`keras_structattn.training.hparams`): `muan_base`,
+Hyper-parameter sets (`models/vqa/hparams_sets.py`): `muan_base`,
 `muan_tiny`, `muan_tiny_nogate` (`model_type="vqa"`), and
 `muan_grounding_base`, `muan_grounding_tiny` (`model_type="grounding"`),
 all with `architecture="muan"`.
 """
-
-import math
 
 import keras
 import numpy as np
@@ -40,13 +38,13 @@ from keras_structattn.layers.unified_attention import UnifiedAttentionStack
 from keras_structattn.ops.box_geometry import box_position_features
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 from keras_structattn.tasks.grounding import heads as grounding
-from keras_structattn.training import hparams as hparams_lib
-from models.vqa import vqa_training_defaults
+from models.vqa.base import VisionLanguageModel
+from models.vqa.base import VQAModel
+from models.vqa.hparams_sets import NO_QUADRANT_MASK
 
 VQA_INPUTS = ("question", "regions", "boxes", "region_mask")
 GROUNDING_INPUTS = ("expression", "regions", "boxes", "region_mask")
 # The hparam value of `mask_quadrants=None`.
-NO_QUADRANT_MASK = "none"
 # [x1, y1, x2, y2, area] (box_position_features).
 BOX_FEATURE_SIZE = 5
 
@@ -59,11 +57,12 @@ def _check_inputs(inputs, names, model):
         )
 
 
-class _UnifiedAttentionModel(keras.Model):
+class _UnifiedAttentionModel(VisionLanguageModel):
     """What both MUAN models share: the text encoder, the optional box
     feature, and the MUAN-L stack. Subclasses set `_text_key` and
     `_prepend_token` and add their heads."""
 
+    architectures = ("muan",)
     _text_key = None
     _prepend_token = False
 
@@ -180,10 +179,6 @@ class _UnifiedAttentionModel(keras.Model):
         "box_feature_dim",
     )
 
-    @classmethod
-    def _model_values(cls, hparams):
-        return {name: getattr(hparams, name) for name in cls._MODEL_HPARAMS}
-
     # ------------------------------------------------------------ layers
 
     def _build_box_projection(self, feature_dim):
@@ -238,18 +233,16 @@ class _UnifiedAttentionModel(keras.Model):
         )
         return outputs, text_mask, region_mask
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
+    def _constructor_config(self):
+        return dict(
             vocab_size=self.vocab_size,
             seed=self.seed,
             **{name: getattr(self, name) for name in self._MODEL_HPARAMS},
         )
-        return config
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class MUAN(_UnifiedAttentionModel):
+class MUAN(_UnifiedAttentionModel, VQAModel):
     """MUAN for VQA (Yu et al., 2019, arXiv:1908.04107, Sec. III-A).
 
     `QuestionEncoder(prepend_token=True)` gives the text
@@ -307,26 +300,6 @@ class MUAN(_UnifiedAttentionModel):
         self.num_answers = num_answers
         self.classifier = keras.layers.Dense(
             num_answers, name="classifier", dtype=self.dtype_policy
-        )
-
-    @classmethod
-    def from_hparams(cls, hparams, vocab_size, num_answers, *, word_vectors=None, seed=None):
-        """The model of a `muan_*` VQA hparams set.
-
-        Args:
-            hparams: a `keras_structattn.training.hparams.HParams` with
-                `architecture="muan"` and `model_type="vqa"`.
-            vocab_size: word ids; num_answers: answers.
-            word_vectors: optional `[vocab_size, word_dim]` GloVe rows.
-            seed: int seed.
-
-        Returns:
-            An unbuilt `MUAN`.
-        """
-        _check_set(hparams, cls.model_type)
-        return cls(
-            vocab_size, num_answers, word_vectors=word_vectors, seed=seed,
-            **cls._model_values(hparams),
         )
 
     def build(self, input_shape):
@@ -419,8 +392,9 @@ class MUANGrounding(_UnifiedAttentionModel):
     @classmethod
     def from_hparams(cls, hparams, vocab_size, *, word_vectors=None, seed=None):
         """The model of a `muan_grounding_*` hparams set (see `MUAN`)."""
-        _check_set(hparams, cls.model_type)
-        return cls(vocab_size, word_vectors=word_vectors, seed=seed, **cls._model_values(hparams))
+        cls.check_hparams(hparams)
+        return cls(vocab_size, word_vectors=word_vectors, seed=seed,
+                   **cls.hparams_arguments(hparams))
 
     def build(self, input_shape):
         _check_inputs(input_shape, GROUNDING_INPUTS, "MUANGrounding")
@@ -491,92 +465,3 @@ class MUANGrounding(_UnifiedAttentionModel):
             "block_region_weights": columns[..., text_length:],
         }
 
-
-def _check_set(hparams, model_type):
-    if hparams.model_type != model_type or hparams.architecture != "muan":
-        raise ValueError(
-            f"Expected a muan {model_type} hparams set; received model_type="
-            f"{hparams.model_type!r}, architecture={hparams.architecture!r}."
-        )
-
-
-# ----------------------------------------------------------------- hparams
-
-# The paper's base learning rate, 1.5e-2 / sqrt(d L) (Sec. IV-B), for
-# d = 768, L = 10: 1.71e-4 (the openvqa code rounds it to 1.7e-4).
-PAPER_LEARNING_RATE = 1.5e-2 / math.sqrt(768 * 10)
-
-
-def _training_values(**changes):
-    """The VQA family's training and data hyper-parameters
-    (`models.vqa.vqa_training_defaults`: batch 64, 13 epochs, warm-up over
-    3, x0.2 at epochs 10 and 12, up to 100 regions of 2048-d features) with
-    the paper's Adam beta2 0.99 and base rate (Sec. IV-B)."""
-    return vqa_training_defaults(
-        **dict(dict(learning_rate=PAPER_LEARNING_RATE, optimizer_adam_beta2=0.99), **changes)
-    )
-
-
-_BASE = dict(
-    hidden_size=768,
-    num_heads=8,
-    filter_size=3072,
-    num_blocks=10,
-    dropout=0.1,
-    attention_dropout=0.1,
-    word_dim=300,
-    gate_dim=0,
-    gate_per_head=True,
-    share_gate_weights_across_heads=True,
-    qk_gate=True,
-    mask_quadrants=NO_QUADRANT_MASK,
-    layer_norm="keras",
-    modality_norm=True,
-    use_box_features=False,
-    box_feature_dim=0,
-)
-_TINY = dict(
-    hidden_size=64, num_heads=4, filter_size=256, num_blocks=4, word_dim=64,
-)
-_TINY_TRAINING = dict(learning_rate=1e-3, warmup_epochs=1, feature_dim=32, max_regions=16)
-
-
-@hparams_lib.register("muan_base")
-def muan_base():
-    """MUAN-10 of the paper (d 768, h 8, d_g = 96 = d/h) for VQA-v2: 14
-    question words, up to 100 regions of 2048-d features."""
-    return hparams_lib.HParams(
-        model_type="vqa", architecture="muan", **_BASE, **_training_values(),
-    )
-
-
-@hparams_lib.register("muan_tiny")
-def muan_tiny():
-    """A CPU-sized MUAN (d 64, h 4, L 4) for the Shapes world."""
-    return muan_base().override(**_TINY, **_TINY_TRAINING)
-
-
-@hparams_lib.register("muan_tiny_nogate")
-def muan_tiny_nogate():
-    """`muan_tiny` without the gate (the paper's Fig. 5a ablation)."""
-    return muan_tiny().override(qk_gate=False)
-
-
-@hparams_lib.register("muan_grounding_base")
-def muan_grounding_base():
-    """MUAN-10 for RefCOCO/+/g (Sec. IV-B): expressions of up to 15 words,
-    100 proposals of 2048-d features each concatenated with a 2048-d
-    projection of its box feature, lambda = 0.5."""
-    training = _training_values()
-    del training["max_question_length"]  # expressions: max_expression_length
-    return hparams_lib.HParams(
-        model_type="grounding", architecture="muan", max_expression_length=15,
-        rank_weight=1.0, regression_weight=0.5,
-        **dict(_BASE, use_box_features=True), **training,
-    )
-
-
-@hparams_lib.register("muan_grounding_tiny")
-def muan_grounding_tiny():
-    """A CPU-sized `muan_grounding_base` (d 64, h 4, L 4)."""
-    return muan_grounding_base().override(**_TINY, **_TINY_TRAINING)

@@ -39,7 +39,7 @@ teacher-forced pass and `decode_step` run one step function (and a
 stateful random draw inside a loop, which does not compose across
 backends, is avoided).
 
-Hyper-parameter sets (`keras_structattn.training.hparams`): `updown_base` and
+Hyper-parameter sets (`models/captioning/hparams_sets.py`): `updown_base` and
 `updown_catt_base` (the paper's sizes), `updown_tiny` and
 `updown_catt_tiny` (CPU sizes for Shapes world).
 """
@@ -52,19 +52,16 @@ from keras_structattn import checks
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.catt_top_down_attention import CATTTopDownAttention
 from keras_structattn.layers.top_down_attention import TopDownAttention
-from keras_structattn.training import hparams as hparams_lib
-from models.image_input import ENCODER_INPUTS
-from models.image_input import ImageInput
-from models.image_input import decode_captions
-from models.lstm_seq2seq import _time_loop
-from models.seq2seq import Seq2Seq
+from models.captioning.base import Captioner
+from models.captioning.image_input import ENCODER_INPUTS
+from models.translation.lstm_seq2seq import _time_loop
 
 # The recurrent state carried from word to word.
 STATE_NAMES = ("h1", "c1", "h2", "c2")
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class UpDownCaptioner(ImageInput, Seq2Seq):
+class UpDownCaptioner(Captioner):
     """The Up-Down captioner (Anderson et al., 2018), optionally with CATT.
 
     See the module docstring. From `ImageInput` it takes the captioners'
@@ -74,7 +71,7 @@ class UpDownCaptioner(ImageInput, Seq2Seq):
     LSTMs and word embeddings, a 512-wide attention, dropout 0.5, as
     self-critical.pytorch's `updown` configuration); each default is an
     hparam of the sets (`Seq2Seq.hparam_defaults`). Training values
-    (`training_hparams`): `batch_size` counts images (each with its
+    (`hparams_sets.UPDOWN_TRAINING`): `batch_size` counts images (each with its
     captions, `[B, K, T]` decoder inputs), `max_length` is the longest
     caption in tokens (EOS included); the recipe's
     `WarmupRsqrtDecay(constant, warmup, hidden_size)` peaks at
@@ -118,16 +115,6 @@ class UpDownCaptioner(ImageInput, Seq2Seq):
     """
 
     model_type = "updown_captioner"
-    embeds_source = False
-    training_hparams = dict(
-        learning_rate_constant=0.5,
-        learning_rate_warmup_steps=1000,
-        label_smoothing=0.0,
-        optimizer_adam_beta2=0.999,
-        optimizer_adam_epsilon=1e-8,
-        batch_size=10,
-        max_length=17,
-    )
 
     def __init__(
         self,
@@ -189,11 +176,6 @@ class UpDownCaptioner(ImageInput, Seq2Seq):
             recurrent_initializer=keras.initializers.Orthogonal(seed=self._next_seed()),
             name=name,
         )
-
-    def call(self, inputs, training=None):
-        # The captioners' `[B, T]` / `[B, K, T]` handling: each image's
-        # region vectors are computed once for its K captions.
-        return decode_captions(self, inputs, training)
 
     @property
     def is_catt(self):
@@ -419,37 +401,3 @@ class UpDownCaptioner(ImageInput, Seq2Seq):
         v = np.asarray(ops.convert_to_numpy(ops.cast(v, "float32")))
         mask = np.asarray(ops.convert_to_numpy(mask)).astype(bool)
         return {"visual": v[mask]}
-
-
-# ----------------------------------------------------------------- hparams
-
-# CPU sizes for Shapes world, for runs of a few hundred steps of 16 images
-# x 5 captions: a shorter warm-up to a peak of 0.25 / sqrt(100 * 128) =
-# 2.2e-3. The scorer is 32 wide: BUTD+CATT's CS branch scores all 1000
-# dictionary entries for every word (B * T * K * attention_size tanh's), and
-# at 64 that made a CPU step about 2.5x slower (docs/captioning.md); both
-# sets keep the same sizes so that they compare.
-_TINY = dict(
-    hidden_size=128,
-    attention_size=32,
-    dropout=0.3,
-    learning_rate_constant=0.25,
-    learning_rate_warmup_steps=100,
-    batch_size=16,
-)
-_SETS = {
-    "updown_base": dict(),
-    "updown_catt_base": dict(dictionary_size=1000),
-    "updown_tiny": _TINY,
-    "updown_catt_tiny": dict(_TINY, dictionary_size=1000),
-}
-
-
-def _register_sets():
-    for name, values in _SETS.items():
-        hparams_lib.register(name)(
-            lambda values=values: UpDownCaptioner.default_hparams(**values)
-        )
-
-
-_register_sets()

@@ -17,16 +17,11 @@
   encoder (Sec. III-C), POA (Sec. III-D, Eqs. 13-14) and PMA (Sec. III-E)
   in the decoder, the maps fused by Eq. 8; the head is Eqs. 1-3.
 
-The common interface of the library's VQA models (also `models.muan.MUAN`):
-`call(inputs)` with `inputs` a dict `{"question": int32 [B, T] (0 = pad),
-"regions": float32 [B, N, C], "boxes": float32 [B, N, 4] normalised [x1,
-y1, x2, y2] (zeros at padding), "region_mask": bool [B, N] (True =
-real)}` returns float32 logits `[B, num_answers]`; `attention_maps(inputs)`;
-`from_hparams(hparams, vocab_size, num_answers, *, word_vectors=None,
-seed=None)`. `build_vqa_model` dispatches on `hparams.architecture`
-(also `models.muan.MUAN` and `models.catt_vqa.CATTVQA`, Transformer+CATT).
+`MCAN` has the VQA family's interface (`VQAModel`, `models/vqa/base.py`);
+`models.vqa.build.build_vqa_model` dispatches on `hparams.architecture`
+(also `models.vqa.muan.MUAN` and `models.vqa.catt_vqa.CATTVQA`).
 
-Hyper-parameter sets (`model_type="vqa"`): `mcan_small`, `mcan_large`,
+Hyper-parameter sets (`models/vqa/hparams_sets.py`, `model_type="vqa"`): `mcan_small`, `mcan_large`,
 `mcan_pa_small`, and the CPU-sized `mcan_tiny`, `mcan_pa_tiny`. See
 docs/vqa.md.
 """
@@ -47,26 +42,15 @@ from keras_structattn.layers.positional_attention import FUSIONS
 from keras_structattn.layers.positional_attention import POA_VARIANTS
 from keras_structattn.layers.question_encoder import QuestionEncoder
 from keras_structattn.ops.box_geometry import box_position_features
-from keras_structattn.training import hparams as hparams_lib
+from models.vqa.base import INPUT_KEYS
+from models.vqa.base import VQAModel
+from models.vqa.base import check_vqa_inputs
 
-ARCHITECTURES = ("mcan", "mcan_pa", "muan", "catt")
-INPUT_KEYS = ("question", "regions", "boxes", "region_mask")
 WORD_POSITION_INITS = ("normal", "uniform")
 
 
-def check_vqa_inputs(inputs, model_name):
-    """Checks that `inputs` is the VQA input dict; returns its four values."""
-    if not isinstance(inputs, dict) or any(key not in inputs for key in INPUT_KEYS):
-        keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
-        raise ValueError(
-            f"{model_name} takes a dict with keys {INPUT_KEYS} (question [B, T], regions "
-            f"[B, N, C], boxes [B, N, 4], region_mask [B, N]). Received: {keys}"
-        )
-    return tuple(inputs[key] for key in INPUT_KEYS)
-
-
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class MCAN(keras.Model):
+class MCAN(VQAModel):
     """MCAN (encoder-decoder) for VQA; with `positional=True`, MCAN+PA.
 
     Question: `QuestionEncoder` (embedding `word_dim`, trainable GloVe rows
@@ -137,7 +121,14 @@ class MCAN(keras.Model):
         float32 logits `[B, num_answers]`.
     """
 
-    model_type = "vqa"
+    architectures = ("mcan", "mcan_pa")
+    # The constructor's hyper-parameters read from an hparams set.
+    _MODEL_HPARAMS = (
+        "hidden_size", "num_heads", "filter_size", "num_encoder_layers", "num_decoder_layers",
+        "word_dim", "max_question_length", "flat_mlp_size", "flat_glimpses", "flat_output_size",
+        "dropout", "layer_norm", "layer_norm_epsilon", "pa_fusion", "pa_object_variant",
+        "pa_object_fusion", "pa_geometry_dim", "pa_word_position_init",
+    )
 
     def __init__(
         self,
@@ -263,32 +254,12 @@ class MCAN(keras.Model):
     # ------------------------------------------------------------ hparams
 
     @classmethod
-    def from_hparams(cls, hparams, vocab_size, num_answers, *, word_vectors=None, seed=None):
-        """The model of an `mcan_*` / `mcan_pa_*` hparams set.
-
-        Args:
-            hparams: a `keras_structattn.training.hparams.HParams` with
-                `model_type="vqa"` and `architecture` "mcan" or "mcan_pa".
-            vocab_size: the question vocabulary size.
-            num_answers: the answer vocabulary size.
-            word_vectors: optional `[vocab_size, word_dim]` GloVe rows.
-            seed: int seed (see the class).
-
-        Returns:
-            An unbuilt `MCAN`.
-        """
-        if hparams.model_type != "vqa" or hparams.architecture not in ("mcan", "mcan_pa"):
-            raise ValueError(
-                "MCAN.from_hparams expects a vqa hparams set with architecture 'mcan' or "
-                f"'mcan_pa'. Received: model_type={hparams.model_type!r}, "
-                f"architecture={hparams.architecture!r}"
-            )
-        values = {name: getattr(hparams, name) for name in _MODEL_HPARAMS}
+    def hparams_arguments(cls, hparams):
+        """The constructor's arguments of an `mcan_*` / `mcan_pa_*` set
+        (`VQAModel.from_hparams`): MCAN+PA is `positional=True`."""
+        values = super().hparams_arguments(hparams)
         values["pa_object_fusion"] = values["pa_object_fusion"] or None
-        return cls(
-            vocab_size, num_answers, positional=hparams.architecture == "mcan_pa",
-            word_vectors=word_vectors, seed=seed, **values,
-        )
+        return dict(values, positional=hparams.architecture == "mcan_pa")
 
     # -------------------------------------------------------------- Keras
 
@@ -385,153 +356,3 @@ class MCAN(keras.Model):
                 ops.convert_to_numpy(ops.mean(question_weights, -1))
             ),
         }
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self._config)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-
-# The constructor's hyper-parameters read from an hparams set.
-_MODEL_HPARAMS = (
-    "hidden_size", "num_heads", "filter_size", "num_encoder_layers", "num_decoder_layers",
-    "word_dim", "max_question_length", "flat_mlp_size", "flat_glimpses", "flat_output_size",
-    "dropout", "layer_norm", "layer_norm_epsilon", "pa_fusion", "pa_object_variant",
-    "pa_object_fusion", "pa_geometry_dim", "pa_word_position_init",
-)
-
-
-def build_vqa_model(hparams, vocab_size, num_answers, *, word_vectors=None, seed=None):
-    """The VQA model of an hparams set, by `hparams.architecture`.
-
-    Args:
-        hparams: a `model_type="vqa"` `HParams` with `architecture` in
-            ("mcan", "mcan_pa", "muan", "catt").
-        vocab_size: the question vocabulary size.
-        num_answers: the answer vocabulary size.
-        word_vectors: optional `[vocab_size, word_dim]` initial embeddings.
-        seed: int seed.
-
-    Returns:
-        An unbuilt `keras.Model` with the VQA interface (module docstring).
-    """
-    checks.one_of("architecture", hparams.architecture, ARCHITECTURES)
-    if hparams.architecture == "muan":
-        from models.muan import MUAN  # noqa: PLC0415 (MUAN's module imports this one's users)
-
-        model_class = MUAN
-    elif hparams.architecture == "catt":
-        from models.catt_vqa import CATTVQA  # noqa: PLC0415 (it imports this module)
-
-        model_class = CATTVQA
-    else:
-        model_class = MCAN
-    return model_class.from_hparams(
-        hparams, vocab_size, num_answers, word_vectors=word_vectors, seed=seed
-    )
-
-
-# ----------------------------------------------------------------- hparams
-
-
-def vqa_training_defaults(**changes):
-    """Training and data hyper-parameters every VQA set carries.
-
-    MCAN's (B.5 of the specs; MCAN code `cfgs/base_cfgs.py`): Adam (0.9,
-    0.98, 1e-9), batch 64, 13 epochs, the rate at 1/4, 2/4, 3/4 of the base
-    over 3 warm-up epochs, x0.2 at the start of epochs 10 and 12
-    (`keras_structattn.training.schedules.StepWarmupDecay`); questions of up to 14
-    tokens, up to 100 regions of 2048-d features.
-
-    Args:
-        **changes: values replacing the defaults.
-
-    Returns:
-        A dict, to merge into a set's `HParams(...)`.
-    """
-    values = dict(
-        learning_rate=1e-4,
-        optimizer_adam_beta1=0.9,
-        optimizer_adam_beta2=0.98,
-        optimizer_adam_epsilon=1e-9,
-        batch_size=64,
-        epochs=13,
-        warmup_epochs=3,
-        decay_epochs="10,12",
-        decay_rate=0.2,
-        max_question_length=14,
-        max_regions=100,
-        feature_dim=2048,
-    )
-    values.update(changes)
-    return values
-
-
-def mcan_hparams(architecture="mcan", **changes):
-    """MCAN-small's `HParams` (with the MCAN+PA fields), `changes` applied."""
-    values = dict(
-        model_type="vqa",
-        architecture=architecture,
-        hidden_size=512,
-        num_heads=8,
-        filter_size=2048,
-        num_encoder_layers=6,
-        num_decoder_layers=6,
-        word_dim=300,
-        flat_mlp_size=512,
-        flat_glimpses=1,
-        flat_output_size=1024,
-        dropout=0.1,
-        layer_norm="mcan",
-        layer_norm_epsilon=1e-6,
-        pa_fusion="scaled_sum",
-        pa_object_variant="paper",
-        pa_object_fusion="",  # "": the variant's fusion
-        pa_geometry_dim=64,
-        pa_word_position_init="normal",
-        **vqa_training_defaults(),
-    )
-    return hparams_lib.HParams(**values).override(**changes)
-
-
-_LARGE = dict(hidden_size=1024, filter_size=4096, flat_output_size=2048, learning_rate=5e-5)
-_TINY = dict(
-    hidden_size=64, num_heads=4, filter_size=256, num_encoder_layers=2,
-    num_decoder_layers=2, word_dim=64, flat_mlp_size=64, flat_output_size=128,
-    learning_rate=1e-3, warmup_epochs=1, feature_dim=32, max_regions=16,
-)
-
-
-@hparams_lib.register("mcan_small")
-def mcan_small():
-    """MCAN-small (Yu et al., 2019): d 512, 8 heads, 6 + 6 layers."""
-    return mcan_hparams()
-
-
-@hparams_lib.register("mcan_large")
-def mcan_large():
-    """MCAN-large: d 1024, FFN 4096, AttFlat output 2048, rate 5e-5 (the
-    MCAN code's; it also accumulates gradients over 2 batches of 64)."""
-    return mcan_hparams(**_LARGE)
-
-
-@hparams_lib.register("mcan_pa_small")
-def mcan_pa_small():
-    """MCAN+PA (Mao et al., 2022) on MCAN-small."""
-    return mcan_hparams("mcan_pa")
-
-
-@hparams_lib.register("mcan_tiny")
-def mcan_tiny():
-    """A CPU-sized MCAN (d 64, 4 heads, 2 + 2 layers)."""
-    return mcan_hparams(**_TINY)
-
-
-@hparams_lib.register("mcan_pa_tiny")
-def mcan_pa_tiny():
-    """A CPU-sized MCAN+PA (d 64, 4 heads, 2 + 2 layers)."""
-    return mcan_hparams("mcan_pa", **_TINY)

@@ -1,15 +1,15 @@
 """`Seq2Seq`: the base of the encoder-decoder models over token ids.
 
-What the Transformer (`models/transformer.py`), the LSTM seq2seq
-(`models/lstm_seq2seq.py`) and the captioners share:
+What the Transformer (`models/translation/transformer.py`), the LSTM seq2seq
+(`models/translation/lstm_seq2seq.py`) and the captioners share:
 
 * Hyper-parameters. The keyword arguments of a model's constructor that
   have defaults are its hparams: `hparam_defaults()` reads them from the
   signature, so each default is written once, in the constructor.
-  `default_hparams(**changes)` adds `model_type` and the recipe's training
-  values (`keras_structattn.training.hparams.training_defaults`, with the family's
-  `training_hparams` changes); `from_hparams` builds a model from an
-  `HParams`, and `get_config` returns the constructor's arguments.
+  The sets themselves are data in each family's `hparams_sets.py` (a test
+  checks their model values against `hparam_defaults()`); `from_hparams`
+  builds a model from an `HParams`, and `get_config` returns the
+  constructor's arguments.
 * Embeddings with the shared softmax. A source and a target
   `keras.layers.Embedding` (normal, stddev `hidden_size ** -0.5`), or with
   `shared_embedding_and_softmax_weights` one matrix for both and for the
@@ -34,14 +34,12 @@ from keras import ops
 
 from keras_structattn.decoding.tokens import PAD_ID
 from keras_structattn.layers.blocks import sub_seed
-from keras_structattn.training import hparams as hparams_lib
 
 
 class Seq2Seq(keras.Model):
     """Base of the encoder-decoder models (see the module docstring).
 
-    A subclass sets `model_type` (the hparam naming its family),
-    `training_hparams` (its changes to the recipe's training defaults) and,
+    A subclass sets `model_type` (the hparam naming its family) and,
     if its source is not token ids, `embeds_source = False` (then there is
     no `source_embedding`),
     calls `super().__init__` then `_keep_config(locals())` in its
@@ -70,7 +68,6 @@ class Seq2Seq(keras.Model):
     """
 
     model_type = None
-    training_hparams = {}
     # False for models whose source is not token ids (the captioners): no
     # `source_embedding` is made (it is None), and sharing ties the target
     # embedding to the softmax only.
@@ -134,17 +131,6 @@ class Seq2Seq(keras.Model):
             for p in parameters
             if p.kind in kinds and p.default is not p.empty and p.name != "seed"
         }
-
-    @classmethod
-    def default_hparams(cls, **changes):
-        """The family's `HParams`: `model_type`, the constructor's defaults
-        and the recipe's training values, with `changes` applied."""
-        values = dict(
-            model_type=cls.model_type,
-            **cls.hparam_defaults(),
-            **hparams_lib.training_defaults(**cls.training_hparams),
-        )
-        return hparams_lib.HParams(**values).override(**changes)
 
     @classmethod
     def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):

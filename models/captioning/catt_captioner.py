@@ -4,7 +4,7 @@ Yang, Zhang, Qi, Cai and Hua, "Causal Attention for Vision-Language Tasks",
 CVPR 2021, arXiv:2103.03493, Sec. 3.3 and Fig. 5 (captioning, Sec. 4.1 and
 Table 3); docs/catt_attention.md and docs/captioning.md.
 
-The image (bottom-up regions, or a grid; `models/image_input.py`) is
+The image (bottom-up regions, or a grid; `models/captioning/image_input.py`) is
 embedded and encoded by a `CATTEncoder`: every block carries the
 in-sample (IS) stream, ordinary self-attention over the regions, and the
 cross-sample (CS) stream, the same queries over a global image dictionary
@@ -53,16 +53,12 @@ from keras_structattn.decoding.tokens import PAD_ID
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.catt_transformer import CATTDecoder
 from keras_structattn.layers.catt_transformer import CATTEncoder
-from keras_structattn.training import hparams as hparams_lib
-from models.captioner import TransformerCaptioner
-from models.image_input import ImageInput
-from models.image_input import decode_captions
-from models.seq2seq import Seq2Seq
-from models.transformer import Transformer
+from models.captioning.base import Captioner
+from models.translation.transformer import TimingEmbedding
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class CATTCaptioner(ImageInput, Seq2Seq):
+class CATTCaptioner(TimingEmbedding, Captioner):
     """Transformer+CATT image captioner (and, with `dictionary_size=0`, its twin).
 
     See the module docstring. The defaults are the paper's model; each is
@@ -82,7 +78,7 @@ class CATTCaptioner(ImageInput, Seq2Seq):
         share_weights: one set of attention, FFN and norm weights for the
             IS and CS streams (the paper); False is its "w/o Share".
         encoder_input, grid_height, grid_width, grid_positions: the image
-            features (`models/image_input.py`); regions by default, as the
+            features (`models/captioning/image_input.py`); regions by default, as the
             paper's bottom-up features.
         seed: int seed of the initializers and dropouts.
         **kwargs: `keras.Model` arguments.
@@ -98,8 +94,6 @@ class CATTCaptioner(ImageInput, Seq2Seq):
     """
 
     model_type = "catt_captioner"
-    embeds_source = False
-    training_hparams = TransformerCaptioner.training_hparams
 
     def __init__(
         self,
@@ -171,7 +165,6 @@ class CATTCaptioner(ImageInput, Seq2Seq):
         return (2 if self.dictionary_size else 1) * self.hidden_size
 
     # The word embedding of the Transformer: scaled, plus the timing signal.
-    _embed_at = Transformer._embed_at
 
     # ---------------------------------------------------------------- build
 
@@ -189,9 +182,6 @@ class CATTCaptioner(ImageInput, Seq2Seq):
         self.encoder.build(hidden)
         self.decoder.build(target_hidden, hidden, hidden)
         self.built = True
-
-    def call(self, inputs, training=None):
-        return decode_captions(self, inputs, training)
 
     # ------------------------------------------------------------ protocol
 
@@ -299,27 +289,3 @@ class CATTCaptioner(ImageInput, Seq2Seq):
         scores = self.decoder.cross_attention_scores(
             self._embed_words(decoder_inputs), encoded["is"], encoded.get("cs"), layer, mask)
         return tuple(None if w is None else ops.cast(w, "float32") for w in scores)
-
-
-# ----------------------------------------------------------------- hparams
-
-
-def _sets():
-    """Each set's changes to the constructor's defaults (the paper's)."""
-    sizes = {
-        "tiny": dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4),
-        "base": dict(),
-    }
-    for size, values in sizes.items():
-        yield f"catt_captioner_{size}", values
-        yield f"transformer_captioner_{size}", dict(values, dictionary_size=0)
-
-
-def _register_sets():
-    for name, values in _sets():
-        hparams_lib.register(name)(
-            lambda values=values: CATTCaptioner.default_hparams(**values)
-        )
-
-
-_register_sets()

@@ -33,7 +33,8 @@ the IS stream. Its weights are exactly the CATT model's minus the two
 dictionaries and the fusion Linear, and its output equals the CATT
 model's IS stream with the same weights (tested).
 
-Hyper-parameter sets (`model_type="vqa"`, `architecture="catt"`):
+Hyper-parameter sets (`models/vqa/hparams_sets.py`, `model_type="vqa"`,
+`architecture="catt"`):
 `catt_vqa_tiny`, `catt_vqa_tiny_nocatt` (Shapes world on a CPU),
 `catt_vqa_small`, `catt_vqa_small_nocatt`.
 """
@@ -50,11 +51,11 @@ from keras_structattn.layers.catt_transformer import CATTEncoderBlock
 from keras_structattn.layers.global_dictionary import GlobalDictionary
 from keras_structattn.layers.global_dictionary import uniform_dictionary_initializer
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
-from keras_structattn.training import hparams as hparams_lib
-from models.vqa import check_vqa_inputs
-from models.vqa import vqa_training_defaults
+from models.vqa.base import VQAModel
+from models.vqa.base import check_vqa_inputs
+from models.vqa.hparams_sets import CATT_ARCHITECTURE
 
-ARCHITECTURE = "catt"
+ARCHITECTURE = CATT_ARCHITECTURE
 BOX_DIM = 4  # LXMERT's box feature: the normalised [x1, y1, x2, y2]
 
 
@@ -190,7 +191,7 @@ def _is_only(block, x, padding_mask, training):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class CATTVQA(keras.Model):
+class CATTVQA(VQAModel):
     """Transformer+CATT VQA model (LXMERT-style, from scratch); or its twin.
 
     See the module docstring for the architecture and docs/vqa.md for the
@@ -233,7 +234,13 @@ class CATTVQA(keras.Model):
         float32 logits `[B, num_answers]`.
     """
 
-    model_type = "vqa"
+    architectures = (ARCHITECTURE,)
+    # The constructor's hyper-parameters read from an hparams set.
+    _MODEL_HPARAMS = (
+        "hidden_size", "num_heads", "filter_size", "num_language_layers", "num_vision_layers",
+        "num_cross_layers", "dictionary_size", "word_dim", "max_question_length", "dropout",
+        "layer_norm_epsilon",
+    )
     architecture = ARCHITECTURE
 
     def __init__(
@@ -352,31 +359,6 @@ class CATTVQA(keras.Model):
         self.head_norm = keras.layers.LayerNormalization(
             epsilon=epsilon, name="head_norm", **policy)
         self.classifier = keras.layers.Dense(num_answers, name="classifier", **policy)
-
-    # ------------------------------------------------------------ hparams
-
-    @classmethod
-    def from_hparams(cls, hparams, vocab_size, num_answers, *, word_vectors=None, seed=None):
-        """The model of a `catt_vqa_*` hparams set.
-
-        Args:
-            hparams: an `HParams` with `model_type="vqa"` and
-                `architecture="catt"`.
-            vocab_size: the question vocabulary size.
-            num_answers: the answer vocabulary size.
-            word_vectors: optional `[vocab_size, word_dim]` initial rows.
-            seed: int seed.
-
-        Returns:
-            An unbuilt `CATTVQA`.
-        """
-        if hparams.model_type != "vqa" or hparams.architecture != ARCHITECTURE:
-            raise ValueError(
-                "CATTVQA.from_hparams expects a vqa hparams set with architecture 'catt'. "
-                f"Received: model_type={hparams.model_type!r}, "
-                f"architecture={hparams.architecture!r}")
-        values = {name: getattr(hparams, name) for name in _MODEL_HPARAMS}
-        return cls(vocab_size, num_answers, word_vectors=word_vectors, seed=seed, **values)
 
     # -------------------------------------------------------------- Keras
 
@@ -568,81 +550,3 @@ class CATTVQA(keras.Model):
         maps["language_dictionary_weights"] = first["language"].mean(axis=1)[:, 0]
         maps["language_dictionary_scores"] = first["language"]
         return maps
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self._config)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-
-_MODEL_HPARAMS = (
-    "hidden_size", "num_heads", "filter_size", "num_language_layers", "num_vision_layers",
-    "num_cross_layers", "dictionary_size", "word_dim", "max_question_length", "dropout",
-    "layer_norm_epsilon",
-)
-
-
-# ----------------------------------------------------------------- hparams
-
-
-def catt_vqa_hparams(**changes):
-    """`catt_vqa_small`'s `HParams`, `changes` applied.
-
-    LXMERT's layer structure scaled down (d 512, 8 heads, FFN 2048; 6
-    language, 3 vision, 3 cross layers against LXMERT's 768/12/3072 and
-    9/5/5), K = 500 for both dictionaries (the paper's); trained from
-    scratch with the VQA family's schedule (`vqa_training_defaults`: Adam,
-    warm-up, step decay) at rate 1e-4, not LXMERT's fine-tuning of a
-    pre-trained model.
-    """
-    values = dict(
-        model_type="vqa",
-        architecture=ARCHITECTURE,
-        hidden_size=512,
-        num_heads=8,
-        filter_size=2048,
-        num_language_layers=6,
-        num_vision_layers=3,
-        num_cross_layers=3,
-        dictionary_size=500,
-        word_dim=512,
-        dropout=0.1,
-        layer_norm_epsilon=1e-12,
-        **vqa_training_defaults(),
-    )
-    return hparams_lib.HParams(**values).override(**changes)
-
-
-_TINY = dict(
-    hidden_size=128, num_heads=4, filter_size=256, num_language_layers=2,
-    num_vision_layers=2, num_cross_layers=2, word_dim=128, learning_rate=5e-4,
-    warmup_epochs=1, epochs=4, decay_epochs="5", feature_dim=32, max_regions=16,
-)
-
-
-@hparams_lib.register("catt_vqa_small")
-def catt_vqa_small():
-    """Transformer+CATT (LXMERT-style, from scratch): d 512, 6/3/3 layers, K 500."""
-    return catt_vqa_hparams()
-
-
-@hparams_lib.register("catt_vqa_small_nocatt")
-def catt_vqa_small_nocatt():
-    """`catt_vqa_small`'s non-CATT twin ("Transformer"): no dictionaries, no CS stream."""
-    return catt_vqa_hparams(dictionary_size=0)
-
-
-@hparams_lib.register("catt_vqa_tiny")
-def catt_vqa_tiny():
-    """A CPU-sized Transformer+CATT for Shapes world: d 128, 4 heads, 2/2/2 layers, K 500."""
-    return catt_vqa_hparams(**_TINY)
-
-
-@hparams_lib.register("catt_vqa_tiny_nocatt")
-def catt_vqa_tiny_nocatt():
-    """`catt_vqa_tiny`'s non-CATT twin."""
-    return catt_vqa_hparams(**dict(_TINY, dictionary_size=0))

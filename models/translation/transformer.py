@@ -7,14 +7,14 @@ with a 0), id 1 is EOS (`keras_structattn.decoding.tokens`); embeddings are scal
 `sqrt(hidden_size)` and the embedding of id 0 is zero; float32 `[sin | cos]`
 timing signals; pre-norm blocks with a final layer norm; optionally one
 embedding matrix shared by source, target and the softmax (`Seq2Seq`,
-`models/seq2seq.py`).
+`models/translation/base.py`).
 
 Area attention (Li et al., 2019, arXiv:1810.10126, section 4.1) is used in
 the first `num_area_layers` layers, in the attention kinds listed in
 `area_attention_kinds` (encoder self-attention, decoder self-attention and
 encoder-decoder attention by default, as in the paper).
 
-Hyper-parameter sets (`keras_structattn.training.hparams`): `transformer_tiny`,
+Hyper-parameter sets (`models/translation/hparams_sets.py`): `transformer_tiny`,
 `transformer_small`, `transformer_base` (the constructor's defaults),
 `transformer_big`, each with an `_area` variant (area attention of width 3
 in the first 2 layers).
@@ -29,8 +29,7 @@ from keras_structattn import checks
 from keras_structattn.layers.transformer import TransformerDecoderBlock
 from keras_structattn.layers.transformer import TransformerEncoderBlock
 from keras_structattn.ops.positions import timing_signal
-from keras_structattn.training import hparams as hparams_lib
-from models.seq2seq import Seq2Seq
+from models.translation.base import Seq2Seq
 
 AREA_KINDS = ("encoder_self", "decoder_self", "encdec")
 
@@ -50,8 +49,82 @@ def area_kinds(text):
 # ------------------------------------------------------------------- model
 
 
+class TimingEmbedding:
+    """Mixin of a `Seq2Seq`: tensor2tensor's embedding of token ids at
+    positions (the Transformers' and `CATTCaptioner`'s)."""
+
+    # ------------------------------------------------------------ embedding
+
+    def _embed_at(self, embedding, ids, positions):
+        """Scaled embedding (zero for padding) plus float32 timing signal."""
+        x = self._embed(embedding, ids)
+        x = x * ops.cast(math.sqrt(self.hidden_size), x.dtype)
+        signal = timing_signal(positions, self.hidden_size)
+        return x + ops.cast(signal, x.dtype)
+
+
+class TransformerDecoding(TimingEmbedding):
+    """Mixin of a `Seq2Seq` with the stacks of `make_stacks`: the
+    Transformer decoder's teacher-forced pass and incremental decoding
+    (`Transformer`'s and `TransformerCaptioner`'s). It reads the
+    `target_embedding`, `target_dropout`, `decoder_blocks` and
+    `decoder_norm` that `make_stacks` makes.
+    """
+
+    def decode(self, decoder_inputs, encoder_outputs, encoder_mask, training=False):
+        """Logits `[B, T, V]` of the whole (shifted) target, causally."""
+        decoder_inputs = ops.cast(decoder_inputs, "int32")
+        positions = ops.arange(ops.shape(decoder_inputs)[1])
+        x = self._embed_at(self.target_embedding, decoder_inputs, positions)
+        x = self.target_dropout(x, training=training)
+        for block in self.decoder_blocks:
+            x = block(
+                x, encoder_outputs, encoder_padding_mask=encoder_mask, training=training
+            )
+        return self._logits(self.decoder_norm(x))
+
+    # --------------------------------------------------- incremental decoding
+
+    def initial_cache(self, encoder_outputs, encoder_mask, max_decode_length):
+        """Fixed-shape decoding state, batch-leading (beam search tiles it).
+
+        Returns:
+            A dict: the encoder padding mask and, per decoder layer, the
+            self-attention key/value buffers `[B, max_decode_length, N, d]`
+            and the projected encoder keys/values.
+        """
+        batch = ops.shape(encoder_outputs)[0]
+        cache = {"encoder_mask": encoder_mask}
+        for i, block in enumerate(self.decoder_blocks):
+            layer = block.empty_cache(batch, max_decode_length)
+            layer.update(block.encoder_cache(encoder_outputs))
+            cache[f"layer_{i}"] = layer
+        return cache
+
+    def decode_step(self, ids, cache, index):
+        """Logits of the token after position `index`.
+
+        Args:
+            ids: int `[B, 1]`, the decoder input at position `index` (0 at
+                position 0).
+            cache: from `initial_cache` (or a previous step).
+            index: int scalar tensor.
+
+        Returns:
+            `(logits float32 [B, V], cache)`.
+        """
+        ids = ops.cast(ids, "int32")
+        x = self._embed_at(self.target_embedding, ids, ops.reshape(index, (1,)))
+        new_cache = {"encoder_mask": cache["encoder_mask"]}
+        for i, block in enumerate(self.decoder_blocks):
+            x, new_cache[f"layer_{i}"] = block.call_cached(
+                x, cache[f"layer_{i}"], index, cache["encoder_mask"]
+            )
+        return self._logits(self.decoder_norm(x))[:, 0, :], new_cache
+
+
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class Transformer(Seq2Seq):
+class Transformer(TransformerDecoding, Seq2Seq):
     """Encoder-decoder Transformer over token ids.
 
     The defaults are tensor2tensor's `transformer_base`; each default is an
@@ -130,15 +203,6 @@ class Transformer(Seq2Seq):
             layer_prepostprocess_dropout, attention_dropout, relu_dropout, area_for,
         )
 
-    # ------------------------------------------------------------ embedding
-
-    def _embed_at(self, embedding, ids, positions):
-        """Scaled embedding (zero for padding) plus float32 timing signal."""
-        x = self._embed(embedding, ids)
-        x = x * ops.cast(math.sqrt(self.hidden_size), x.dtype)
-        signal = timing_signal(positions, self.hidden_size)
-        return x + ops.cast(signal, x.dtype)
-
     # -------------------------------------------------------------- forward
 
     def build(self, input_shape=None):
@@ -166,57 +230,6 @@ class Transformer(Seq2Seq):
         for block in self.encoder_blocks:
             x = block(x, padding_mask=mask, training=training)
         return self.encoder_norm(x), mask
-
-    def decode(self, decoder_inputs, encoder_outputs, encoder_mask, training=False):
-        """Logits `[B, T, V]` of the whole (shifted) target, causally."""
-        decoder_inputs = ops.cast(decoder_inputs, "int32")
-        positions = ops.arange(ops.shape(decoder_inputs)[1])
-        x = self._embed_at(self.target_embedding, decoder_inputs, positions)
-        x = self.target_dropout(x, training=training)
-        for block in self.decoder_blocks:
-            x = block(
-                x, encoder_outputs, encoder_padding_mask=encoder_mask, training=training
-            )
-        return self._logits(self.decoder_norm(x))
-
-    # --------------------------------------------------- incremental decoding
-
-    def initial_cache(self, encoder_outputs, encoder_mask, max_decode_length):
-        """Fixed-shape decoding state, batch-leading (beam search tiles it).
-
-        Returns:
-            A dict: the encoder padding mask and, per decoder layer, the
-            self-attention key/value buffers `[B, max_decode_length, N, d]`
-            and the projected encoder keys/values.
-        """
-        batch = ops.shape(encoder_outputs)[0]
-        cache = {"encoder_mask": encoder_mask}
-        for i, block in enumerate(self.decoder_blocks):
-            layer = block.empty_cache(batch, max_decode_length)
-            layer.update(block.encoder_cache(encoder_outputs))
-            cache[f"layer_{i}"] = layer
-        return cache
-
-    def decode_step(self, ids, cache, index):
-        """Logits of the token after position `index`.
-
-        Args:
-            ids: int `[B, 1]`, the decoder input at position `index` (0 at
-                position 0).
-            cache: from `initial_cache` (or a previous step).
-            index: int scalar tensor.
-
-        Returns:
-            `(logits float32 [B, V], cache)`.
-        """
-        ids = ops.cast(ids, "int32")
-        x = self._embed_at(self.target_embedding, ids, ops.reshape(index, (1,)))
-        new_cache = {"encoder_mask": cache["encoder_mask"]}
-        for i, block in enumerate(self.decoder_blocks):
-            x, new_cache[f"layer_{i}"] = block.call_cached(
-                x, cache[f"layer_{i}"], index, cache["encoder_mask"]
-            )
-        return self._logits(self.decoder_norm(x))[:, 0, :], new_cache
 
 
 def make_stacks(model, num_hidden_layers, hidden_size, filter_size, num_heads,
@@ -269,30 +282,3 @@ def make_stacks(model, num_hidden_layers, hidden_size, filter_size, num_heads,
     ]
     model.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
     model.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
-
-
-# ----------------------------------------------------------------- hparams
-
-
-def _sets():
-    """Each set's changes to the constructor's defaults (`transformer_base`)."""
-    sizes = {
-        "tiny": dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4),
-        "small": dict(num_hidden_layers=2, hidden_size=256, filter_size=1024, num_heads=4),
-        "base": dict(),
-        "big": dict(
-            hidden_size=1024, filter_size=4096, num_heads=16, layer_prepostprocess_dropout=0.3
-        ),
-    }
-    area = dict(num_area_layers=2, max_area_width=3)
-    for size, values in sizes.items():
-        yield f"transformer_{size}", values
-        yield f"transformer_{size}_area", dict(values, **area)
-
-
-def _register_sets():
-    for name, values in _sets():
-        hparams_lib.register(name)(lambda values=values: Transformer.default_hparams(**values))
-
-
-_register_sets()

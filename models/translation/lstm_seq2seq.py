@@ -28,8 +28,7 @@ from keras_structattn import checks
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.transformer import make_attention
-from keras_structattn.training import hparams as hparams_lib
-from models.seq2seq import Seq2Seq
+from models.translation.base import Seq2Seq
 
 
 def _time_loop(step, init, xs, output_like):
@@ -95,7 +94,6 @@ class LSTMSeq2Seq(Seq2Seq):
     model_type = "lstm"
     # The recipe's schedule peaks at constant / sqrt(warmup * hidden_size):
     # about 1e-3 for these defaults.
-    training_hparams = dict(learning_rate_constant=1.0, learning_rate_warmup_steps=1000)
 
     def __init__(
         self,
@@ -245,33 +243,3 @@ class LSTMSeq2Seq(Seq2Seq):
         embedded = self._embed(self.target_embedding, ops.cast(ids, "int32"))[:, 0, :]
         attentional, cache = self._step(embedded, cache)
         return self._logits(attentional), cache
-
-
-# ----------------------------------------------------------------- hparams
-
-
-def _register_sets():
-    # The paper's grid (Tables 2 and 4): cells x heads, regular and area
-    # (max area width 2), token and character level.
-    for cells in (256, 512, 1024):
-        for heads in (1, 4):
-            for area in (False, True):
-                for char in (False, True):
-                    name = f"lstm_seq2seq_{cells}_h{heads}" + ("_area" if area else "")
-                    name += "_char" if char else ""
-                    values = dict(hidden_size=cells, num_heads=heads)
-                    if area:
-                        values["max_area_width"] = 2
-                    if char:
-                        values["max_length"] = 512
-                    hparams_lib.register(name)(
-                        lambda v=values: LSTMSeq2Seq.default_hparams(**v)
-                    )
-    # t2t's `lstm_area_attention_base` and its regular twin (the defaults).
-    hparams_lib.register("lstm_area_attention_base")(
-        lambda: LSTMSeq2Seq.default_hparams(max_area_width=2)
-    )
-    hparams_lib.register("lstm_attention_base")(LSTMSeq2Seq.default_hparams)
-
-
-_register_sets()

@@ -1,0 +1,175 @@
+"""The captioning family's hparams sets: `captioner_*`, `catt_captioner_*`
+(and their twins `transformer_captioner_*`), `updown_*`.
+
+Plain data (no Keras; `models.registry` collects `SETS`). Each model's
+values are its constructor's defaults (`TRANSFORMER_CAPTIONER`,
+`CATT_CAPTIONER`, `UPDOWN`; a test checks them against the classes'
+`hparam_defaults()`), its `model_type`, and the family's training values
+(`captioning_training_defaults`, with the model's changes).
+"""
+
+from models._sets import derive
+from models.translation.hparams_sets import training_defaults
+
+
+def captioning_training_defaults(**changes):
+    """The training values of every captioning set: translation's
+    (`training_defaults`) where `batch_size` counts *images* per batch (each
+    with its captions), `max_length` is the longest caption in tokens (EOS
+    included), and the learning rate warms up over 1,000 steps to a peak of
+    about 1.4e-3 (hidden 512) or 2.8e-3 (hidden 128), for data sets far
+    smaller than WMT.
+
+    Args:
+        **changes: values replacing the defaults.
+
+    Returns:
+        A dict, to merge into a set.
+    """
+    values = dict(
+        learning_rate_constant=1.0,
+        learning_rate_warmup_steps=1000,
+        batch_size=16,  # images per batch, each with its captions
+        max_length=32,
+    )
+    values.update(changes)
+    return training_defaults(**values)
+
+
+# The shared image input (`image_input.ImageInput`).
+_IMAGE = dict(encoder_input="regions", grid_height=8, grid_width=8)
+
+# `TransformerCaptioner`'s constructor defaults: the paper's model (6 + 6
+# layers of 512, 8 heads, an 8x8 grid).
+TRANSFORMER_CAPTIONER = dict(
+    hidden_size=512,
+    filter_size=2048,
+    num_hidden_layers=6,
+    num_heads=8,
+    layer_prepostprocess_dropout=0.1,
+    attention_dropout=0.1,
+    relu_dropout=0.1,
+    shared_embedding_and_softmax_weights=True,
+    **dict(_IMAGE, encoder_input="grid"),
+    grid_positions="learned",
+    num_area_layers=0,
+    area_attention_kinds="encoder_self,encdec",
+    max_area_width=1,
+    max_area_height=1,
+    area_key_mode="mean",
+    area_value_mode="sum",
+)
+# `CATTCaptioner`'s constructor defaults (the paper's, K = 500).
+CATT_CAPTIONER = dict(
+    hidden_size=512,
+    filter_size=2048,
+    num_hidden_layers=6,
+    num_heads=8,
+    layer_prepostprocess_dropout=0.1,
+    attention_dropout=0.1,
+    relu_dropout=0.1,
+    dictionary_size=500,
+    share_weights=True,
+    **_IMAGE,
+    grid_positions="learned",
+)
+# `UpDownCaptioner`'s constructor defaults (Anderson et al., 2018).
+UPDOWN = dict(
+    hidden_size=1000,
+    attention_size=512,
+    dropout=0.5,
+    shared_embedding_and_softmax_weights=False,
+    **_IMAGE,
+    dictionary_size=0,
+    share_scorer=True,
+)
+# Up-Down's training: `WarmupRsqrtDecay(constant, warmup, hidden_size)`
+# peaks at 0.5 / sqrt(1000 * 1000) = 5e-4, self-critical.pytorch's rate; no
+# label smoothing and Adam's (0.9, 0.999, 1e-8), as there; 10 images of up
+# to 17 tokens.
+UPDOWN_TRAINING = dict(
+    learning_rate_constant=0.5,
+    learning_rate_warmup_steps=1000,
+    label_smoothing=0.0,
+    optimizer_adam_beta2=0.999,
+    optimizer_adam_epsilon=1e-8,
+    batch_size=10,
+    max_length=17,
+)
+
+# CPU sizes, shared by the Transformer captioners.
+_TINY = dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4)
+
+
+def captioner_hparams(**changes):
+    """`captioner_base` with `changes` applied."""
+    values = dict(model_type="captioner", **TRANSFORMER_CAPTIONER,
+                  **captioning_training_defaults())
+    return derive(values, **changes)
+
+
+def catt_captioner_hparams(**changes):
+    """`catt_captioner_base` with `changes` applied."""
+    values = dict(model_type="catt_captioner", **CATT_CAPTIONER,
+                  **captioning_training_defaults())
+    return derive(values, **changes)
+
+
+def updown_hparams(**changes):
+    """`updown_base` with `changes` applied."""
+    values = dict(model_type="updown_captioner", **UPDOWN,
+                  **captioning_training_defaults(**UPDOWN_TRAINING))
+    return derive(values, **changes)
+
+
+def _captioner_sets():
+    """`captioner_{tiny,small,base}` (base: the paper's 6+6 layers x 512, 8
+    heads), each with `_area2x2` and `_area3x3` variants (area attention in
+    the first 2 layers, encoder self and encoder-decoder attention)."""
+    sizes = {
+        "tiny": _TINY,
+        "small": dict(num_hidden_layers=3, hidden_size=256, filter_size=1024, num_heads=4),
+        "base": dict(),
+    }
+    for size, values in sizes.items():
+        yield f"captioner_{size}", values
+        for side in (2, 3):
+            area = dict(num_area_layers=2, max_area_width=side, max_area_height=side)
+            yield f"captioner_{size}_area{side}x{side}", dict(values, **area)
+
+
+def _catt_captioner_sets():
+    """`catt_captioner_{base,tiny}` and their twins
+    `transformer_captioner_{base,tiny}` (`dictionary_size=0`)."""
+    for size, values in {"tiny": _TINY, "base": dict()}.items():
+        yield f"catt_captioner_{size}", values
+        yield f"transformer_captioner_{size}", dict(values, dictionary_size=0)
+
+
+# CPU sizes for Shapes world, for runs of a few hundred steps of 16 images
+# x 5 captions: a shorter warm-up to a peak of 0.25 / sqrt(100 * 128) =
+# 2.2e-3. The scorer is 32 wide: BUTD+CATT's CS branch scores all 1000
+# dictionary entries for every word (B * T * K * attention_size tanh's), and
+# at 64 that made a CPU step about 2.5x slower (docs/captioning.md); both
+# sets keep the same sizes so that they compare.
+_UPDOWN_TINY = dict(
+    hidden_size=128,
+    attention_size=32,
+    dropout=0.3,
+    learning_rate_constant=0.25,
+    learning_rate_warmup_steps=100,
+    batch_size=16,
+)
+_UPDOWN_SETS = {
+    "updown_base": dict(),
+    "updown_catt_base": dict(dictionary_size=1000),
+    "updown_tiny": _UPDOWN_TINY,
+    "updown_catt_tiny": dict(_UPDOWN_TINY, dictionary_size=1000),
+}
+
+SETS = {
+    **{name: (lambda v=values: captioner_hparams(**v)) for name, values in _captioner_sets()},
+    **{name: (lambda v=values: catt_captioner_hparams(**v))
+       for name, values in _catt_captioner_sets()},
+    **{name: (lambda v=values: updown_hparams(**v)) for name, values in _UPDOWN_SETS.items()},
+}

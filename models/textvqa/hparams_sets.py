@@ -1,0 +1,94 @@
+"""The TextVQA family's hparams sets: M4C (`m4c_*`) and SA-M4C (`sa_m4c_*`).
+
+Plain data (no Keras; `models.registry` collects `SETS`): `model_type=
+"textvqa"` and an `architecture`, "m4c" or "sa_m4c" (SA-M4C: spatial layers
+after the plain ones).
+"""
+
+from models._sets import derive
+
+MODEL_TYPE = "textvqa"
+ARCHITECTURES = ("m4c", "sa_m4c")
+
+
+def m4c_hparams(architecture="m4c", **changes):
+    """M4C's set (Hu et al., 2020, Sec. 4 and the released config),
+    `changes` applied.
+
+    d 768, 12 heads, FFN 3072, a 3-layer question encoder, 4 multimodal
+    layers (SA-M4C: 2 plain + 4 spatial, c = 3), 12 decoding steps, 50 OCR
+    tokens, 100 objects, questions of up to 20 tokens; Adam at 1e-4 with a
+    linear warm-up from 0.2x over 1000 iterations and x0.1 at 14k and 19k
+    of 24k iterations (about 89 epochs of TextVQA's 34,602 training
+    questions at batch 128), gradients clipped to global norm 0.25; answer
+    words seen at least once in the training answers form the vocabulary
+    when no file is given (M4C ships a fixed 5k vocabulary).
+    """
+    values = dict(
+        model_type=MODEL_TYPE,
+        architecture=architecture,
+        hidden_size=768,
+        num_heads=12,
+        filter_size=3072,
+        num_text_layers=3,
+        num_layers=4,
+        num_spatial_layers=0,
+        context_size=3,
+        distance_threshold=0.5,
+        max_question_length=20,
+        max_objects=100,
+        max_ocr=50,
+        # Faster R-CNN fc7 (2048); FastText 300 + PHOC 604 + fc7 2048 (M4C's
+        # 50 always-zero order dims are left out: they feed nothing).
+        object_feature_dim=2048,
+        ocr_feature_dim=2952,
+        num_steps=12,
+        dropout=0.1,
+        layer_norm_epsilon=1e-12,
+        learning_rate=1e-4,
+        warmup_steps=1000,
+        warmup_factor=0.2,
+        decay_steps="14000,19000",
+        decay_rate=0.1,
+        clip_norm=0.25,
+        optimizer_adam_beta1=0.9,
+        optimizer_adam_beta2=0.999,
+        optimizer_adam_epsilon=1e-8,
+        batch_size=128,
+        epochs=89,
+        min_answer_count=1,
+    )
+    if architecture == "sa_m4c":
+        values.update(num_layers=2, num_spatial_layers=4, batch_size=96)
+    return derive(values, **changes)
+
+
+# Shapes world on a CPU: 12 heads (one per spatial relation) of 8.
+_TINY = dict(hidden_size=96, filter_size=256, num_text_layers=1, max_objects=8,
+             max_ocr=9, learning_rate=5e-4, warmup_steps=100, decay_steps="100000",
+             clip_norm=1.0, batch_size=64, epochs=12, dropout=0.1,
+             # Shapes world's answer noise makes one-off misspellings.
+             min_answer_count=5)
+
+
+def m4c_base():
+    """M4C as the paper trains it on TextVQA: d 768, 4 layers, 12 steps."""
+    return m4c_hparams()
+
+
+def sa_m4c_base():
+    """SA-M4C as the paper's best setting: 2 plain + 4 spatial layers, c = 3."""
+    return m4c_hparams("sa_m4c")
+
+
+def m4c_tiny():
+    """A CPU-sized M4C for Shapes world: d 96, 12 heads of 8, 4 layers."""
+    return m4c_hparams(**dict(_TINY, num_layers=4))
+
+
+def sa_m4c_tiny():
+    """`m4c_tiny`'s SA-M4C: 2 plain + 2 spatial layers (c = 3)."""
+    return m4c_hparams("sa_m4c", **dict(_TINY, num_layers=2, num_spatial_layers=2))
+
+
+SETS = {function.__name__: function for function in (m4c_base, sa_m4c_base, m4c_tiny, sa_m4c_tiny)}
