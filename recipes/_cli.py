@@ -233,7 +233,8 @@ def early_stopping_type(metrics):
 def add_budget_flags(group, metrics, train_steps=False):
     """How long `train` runs, beside the recipe's steps or epochs:
     `--early_stopping METRIC[:PATIENCE]` on a validation metric of
-    `metrics`, `--max_minutes`, `--warmup_fraction`, and `--train_steps`
+    `metrics`, `--max_minutes`, `--warmup_fraction`, `--scale_schedule`,
+    and `--train_steps`
     where the recipe counts epochs (`train_steps=True`). They may change
     when a run resumes (docs/recipes.md, "Budgets")."""
     if train_steps:
@@ -247,8 +248,13 @@ def add_budget_flags(group, metrics, train_steps=False):
     group.add_argument("--max_minutes", type=positive_float, default=None,
                        help="end training cleanly (checkpoint, evaluation) after N minutes")
     group.add_argument("--warmup_fraction", type=unit_interval, default=None,
-                       help="the learning-rate warm-up as a fraction of the step budget "
-                            "(default: the hparams', at most half the budget)")
+                       help="the learning-rate warm-up as this fraction of --train_steps "
+                            "(default: the hparams' steps)")
+    group.add_argument("--scale_schedule", action="store_true",
+                       help="fit the hparams' learning-rate schedule to this run's budget "
+                            "(--train_steps, --epochs): warm-up at most half of it, epoch "
+                            "schedules scaled; a run extended later then follows another "
+                            "schedule than one trained that long at once")
 
 
 def add_epoch_training_flags(parser, metrics, epochs_help="default: the hparams' epochs"):

@@ -13,7 +13,7 @@ matplotlib (the `vision` extra); no TensorFlow or Keras.
 import json
 import os
 
-from recipes._run import history_from_csv
+from keras_structattn.training.history import history_from_csv
 from recipes._run import write_atomically
 
 CURVES_FILE = "curves.png"

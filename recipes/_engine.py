@@ -22,10 +22,12 @@ Early stopping survives a kill: its state (best value, evaluations since)
 is read back from `history.csv`, whose row of an epoch is written only
 after that epoch's best weights.
 
-Learning-rate schedules see the budget (`schedule_scale`, `warmup_steps`):
-warm-up and decay points are fractions of the run's length, so a run
-shortened with `--train_steps` or `--epochs` does not end at its warm-up
-peak (docs/recipes.md, "Budgets").
+Learning-rate schedules can follow the budget (`--scale_schedule`,
+`--warmup_fraction`; `schedule_scale`, `warmup_steps`): warm-up and decay
+points then are fractions of the run's length, so a run shortened with
+`--train_steps` or `--epochs` does not end at its warm-up peak; without
+them a schedule that the budget cuts short is warned about
+(docs/recipes.md, "Budgets").
 """
 
 import json
@@ -35,241 +37,78 @@ import time
 
 import keras
 
+from keras_structattn.training.callbacks import EarlyStopping
+from keras_structattn.training.callbacks import LogStep
+from keras_structattn.training.callbacks import StopAfterMinutes
 from keras_structattn.training.callbacks import StopAtStep
+from keras_structattn.training.callbacks import ValidationScores
 from keras_structattn.training.callbacks import restore_latest
-from keras_structattn.training.callbacks import save_weights_atomically
+from keras_structattn.training.callbacks import steps_done
+from keras_structattn.training.history import HistoryCSV
 from recipes import _cli
 from recipes import _curves
 from recipes import _replicas
-from recipes._run import history_from_csv
-from recipes._run import write_atomically
-from recipes._run import write_json
 
 BEST = "best"  # best.weights.h5, best.json: the best checkpoint of early stopping
-
-
-def steps_done(model):
-    """The optimizer steps the model has taken."""
-    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
 
 
 # ------------------------------------------------------------------ budgets
 
 
 def warmup_steps(hparams_warmup, args, total_steps):
-    """The warm-up of a step schedule: `--warmup_fraction` of the known step
-    budget, else the hparams' steps, at most half the budget (a note says
-    when they are cut), so that no run ends at its warm-up peak.
+    """The warm-up of a step schedule.
+
+    The hparams' steps, unless the run asks for a schedule fitted to its
+    budget: `--warmup_fraction F` (F of `total_steps`) or
+    `--scale_schedule` (at most half of `total_steps`). A warm-up that does
+    not end before the budget is otherwise only warned about: fitting the
+    schedule to the budget makes a run extended later with a larger
+    `--train_steps` differ from one trained that long in one go.
 
     Args:
         hparams_warmup: the hparams' warm-up steps.
-        args: the flags (`warmup_fraction`).
+        args: the flags (`warmup_fraction`, `scale_schedule`).
         total_steps: the step budget, or None when unknown.
     """
-    fraction = getattr(args, "warmup_fraction", None)
     if total_steps is None:
         return hparams_warmup
-    if fraction is not None:
-        return max(1, round(fraction * total_steps))
-    if hparams_warmup > total_steps // 2:
+    if getattr(args, "warmup_fraction", None) is not None:
+        return max(1, round(args.warmup_fraction * total_steps))
+    if hparams_warmup <= total_steps // 2:
+        return hparams_warmup
+    if getattr(args, "scale_schedule", False):
         cut = max(1, total_steps // 2)
         print(f"[schedule] warm-up {hparams_warmup} steps cut to {cut}, half of the "
-              f"{total_steps}-step budget (--warmup_fraction sets it)")
+              f"{total_steps}-step budget (--scale_schedule)")
         return cut
+    if hparams_warmup >= total_steps:
+        print(f"warning: the {hparams_warmup}-step warm-up does not end within the "
+              f"{total_steps}-step budget: the run ends at its warm-up peak "
+              "(--scale_schedule or --warmup_fraction fit it to the budget)")
     return hparams_warmup
 
 
-def schedule_scale(planned_steps, total_steps, args=None):
+def schedule_scale(planned_steps, total_steps, args):
     """The factor that maps an epoch schedule written for `planned_steps`
-    (the hparams' epochs) onto a budget of `total_steps`: warm-up and decay
-    epochs are fractions of the run's length. 1 when the budget is the
-    planned one or unknown."""
+    (the hparams' epochs) onto a budget of `total_steps` with
+    `--scale_schedule`: warm-up and decay epochs then are fractions of the
+    run's length. 1 without it (a note says when the budget is shorter than
+    the schedule), or when the budget is the planned one or unknown."""
     if not total_steps or not planned_steps or total_steps == planned_steps:
+        return 1.0
+    if not getattr(args, "scale_schedule", False):
+        if total_steps < planned_steps:
+            print(f"[schedule] the hparams' schedule spans {planned_steps} steps, the run "
+                  f"{total_steps}: its later decays are not reached (--scale_schedule fits "
+                  "it to the budget)")
         return 1.0
     scale = total_steps / planned_steps
     print(f"[schedule] the {planned_steps}-step schedule of the hparams is scaled by "
-          f"{scale:.3g} to the {total_steps}-step budget")
+          f"{scale:.3g} to the {total_steps}-step budget (--scale_schedule)")
     return scale
 
 
 # ---------------------------------------------------------------- callbacks
-
-
-class LogStep(keras.callbacks.Callback):
-    """Puts the optimizer step into each epoch's logs (the x of the curves)."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        if logs is not None:
-            logs["step"] = steps_done(self.model)
-
-
-class ValidationScores(keras.callbacks.Callback):
-    """Adds the task's validation scores (`val_<name>`) to each epoch's logs.
-
-    Args:
-        scores: `scores(model)` -> `{name: value}`.
-    """
-
-    def __init__(self, scores):
-        super().__init__()
-        self.scores = scores
-
-    def on_epoch_end(self, epoch, logs=None):
-        start = time.time()
-        values = self.scores(self.model)
-        if logs is not None:
-            logs.update({f"val_{name}": float(v) for name, v in values.items()})
-        shown = ", ".join(f"{name} {v:.4g}" for name, v in values.items())
-        print(f"[validation] {shown} ({time.time() - start:.0f} s)")
-
-
-class HistoryCSV(keras.callbacks.Callback):
-    """One CSV row per epoch, appended across resumes, written whole.
-
-    Unlike `keras.callbacks.CSVLogger`, a row with a column the file lacks
-    (a metric added when a run resumes) rewrites the file with the wider
-    header instead of misaligning the columns; "NA" marks a missing value.
-
-    Args:
-        path: the CSV file.
-    """
-
-    def __init__(self, path):
-        super().__init__()
-        self.path = path
-
-    def on_epoch_end(self, epoch, logs=None):
-        row = {"epoch": str(epoch)}
-        for name, value in (logs or {}).items():
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                continue
-            row[name] = str(int(value)) if name == "step" else repr(value)
-        header, lines = _read_csv_lines(self.path)
-        columns = list(dict.fromkeys([*header, "epoch", "step", *sorted(row)]))
-        if "step" not in row and "step" not in header:
-            columns.remove("step")
-        text = ",".join(row.get(c, "NA") for c in columns) + "\n"
-        if columns == header:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(text)
-            return
-        widened = [line + ",NA" * (len(columns) - len(header)) for line in lines]
-        write_atomically(self.path, "".join(f"{line}\n" for line in [",".join(columns)]
-                                            + widened) + text)
-
-
-def _read_csv_lines(path):
-    if not os.path.exists(path):
-        return [], []
-    with open(path, encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f if line.strip()]
-    if not lines:
-        return [], []
-    return lines[0].split(","), lines[1:]
-
-
-class EarlyStopping(keras.callbacks.Callback):
-    """Stops training after `patience` evaluations without a better
-    `monitor`, keeping the best weights.
-
-    Its state is read back from the run's history when training begins, so
-    a resumed run stops where an uninterrupted one would; the best weights
-    are written (atomically) before the history row of their epoch.
-
-    Args:
-        monitor: the logs' key, e.g. `val_bleu`.
-        patience: evaluations without improvement before stopping.
-        history_path: the history CSV of the phase.
-        folder: where the best checkpoint goes.
-        best: its name: `<best>.weights.h5`, `<best>.json`.
-        lower_is_better: whether `monitor` improves by falling (a loss).
-    """
-
-    def __init__(self, monitor, patience, history_path, folder, best=BEST,
-                 lower_is_better=False):
-        super().__init__()
-        self.monitor, self.patience = monitor, patience
-        self.history_path, self.folder = history_path, folder
-        self.weights_path = os.path.join(folder, f"{best}.weights.h5")
-        self.info_path = os.path.join(folder, f"{best}.json")
-        self.lower_is_better = lower_is_better
-        self.best, self.best_step, self.wait, self.reason = None, None, 0, None
-        self._missing_said = False
-
-    def _better(self, value):
-        if self.best is None:
-            return True
-        return value < self.best if self.lower_is_better else value > self.best
-
-    def restore_state(self):
-        """Best value and evaluations since, from the history; returns
-        whether the patience is already used up."""
-        history = history_from_csv(self.history_path)
-        values, steps = history.get(self.monitor, []), history.get("step", [])
-        self.best, self.best_step, self.wait = None, None, 0
-        for k, value in enumerate(values):
-            if value is None:
-                continue
-            if self._better(value):
-                self.best, self.wait = value, 0
-                self.best_step = steps[k] if k < len(steps) else None
-            else:
-                self.wait += 1
-        return self.wait >= self.patience
-
-    def on_train_begin(self, logs=None):
-        self.restore_state()
-
-    def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(self.monitor)
-        if value is None:
-            if not self._missing_said:
-                print(f"warning: --early_stopping: no {self.monitor} in epoch {epoch + 1}'s "
-                      "logs (no validation data?)")
-                self._missing_said = True
-            return
-        value = float(value)
-        if self._better(value):
-            self.best, self.wait = value, 0
-            self.best_step = steps_done(self.model)
-            save_weights_atomically(self.model, self.weights_path)
-            write_json(self.info_path,
-                       {"monitor": self.monitor, "value": value, "step": self.best_step,
-                        "epoch": epoch + 1})
-            return
-        self.wait += 1
-        if self.wait >= self.patience:
-            self.model.stop_training = True
-            self.reason = self.stop_line()
-
-    def stop_line(self):
-        return (f"early stopping: {self.monitor} has not improved on {self.best:.4g} "
-                f"(step {self.best_step}) in {self.wait} evaluations; the best checkpoint "
-                f"is {self.weights_path}")
-
-
-class StopAfterMinutes(keras.callbacks.Callback):
-    """Ends training cleanly once `minutes` have passed since it began: the
-    epoch ends there (validation, checkpoint, history row).
-
-    Args:
-        minutes: the time budget of this command's training.
-    """
-
-    def __init__(self, minutes):
-        super().__init__()
-        self.minutes, self.reason = minutes, None
-
-    def on_train_begin(self, logs=None):
-        self.start = time.monotonic()
-
-    def on_train_batch_end(self, batch, logs=None):
-        if time.monotonic() - self.start >= 60 * self.minutes:
-            self.model.stop_training = True
-            self.reason = (f"--max_minutes {self.minutes:g} reached at step "
-                           f"{steps_done(self.model)}")
 
 
 # --------------------------------------------------------------------- fit

@@ -15,7 +15,6 @@ value. Flags that may change on resume (training length, checkpoint
 interval, verbosity...) are simply not settings.
 """
 
-import csv
 import json
 import os
 
@@ -185,35 +184,3 @@ class RunFolder:
         """Records which checkpoints `averaged.weights.h5` averages."""
         write_json(self.file(AVERAGED_LIST),
                    {"checkpoints": [os.path.basename(p) for p in checkpoint_paths]})
-
-
-def history_from_csv(path):
-    """The per-epoch metrics of every `fit` of a run, from Keras' CSVLogger.
-
-    A run resumed after a kill may have logged an epoch twice (once before
-    the kill, once after); the later row wins.
-
-    Args:
-        path: the `history.csv` that `keras.callbacks.CSVLogger(append=True)`
-            wrote.
-
-    Returns:
-        `{"epoch": [...], metric: [...]}`, epochs in order (None where an
-        epoch lacks the metric; metrics no epoch has are left out); `{}` if
-        the file does not exist.
-    """
-    if not os.path.exists(path):
-        return {}
-    rows = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            rows[int(row["epoch"])] = row
-    history = {}
-    for epoch in sorted(rows):
-        for name, text in rows[epoch].items():
-            # CSVLogger writes "NA" for a metric an epoch lacks (the val_
-            # columns it adds when a fit has no validation data).
-            value = int(text) if name == "epoch" else None if text == "NA" else float(text)
-            history.setdefault(name, []).append(value)
-    return {name: values for name, values in history.items()
-            if any(v is not None for v in values)}

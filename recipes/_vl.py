@@ -12,12 +12,12 @@ import numpy as np
 
 from keras_structattn.data import image_features
 from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.history import history_from_csv
 from models import registry
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
 from recipes._run import RunFolder
-from recipes._run import history_from_csv
 from recipes._run import write_json
 
 CHECKPOINTS = "checkpoints"
@@ -347,13 +347,13 @@ def accuracy_hook(split_name, accuracy_of):
 
 def schedule_steps(args, hparams, per_epoch):
     """The factor mapping the hparams' epoch schedule onto this run's
-    budget (`_engine.schedule_scale`): `--epochs` and `--train_steps`
-    against the hparams' epochs."""
+    budget with `--scale_schedule` (`_engine.schedule_scale`): `--epochs`
+    and `--train_steps` against the hparams' epochs."""
     planned = hparams.epochs * per_epoch
     budget = (args.epochs or hparams.epochs) * per_epoch
     if args.train_steps:
         budget = min(budget, args.train_steps)
-    return _engine.schedule_scale(planned, budget)
+    return _engine.schedule_scale(planned, budget, args)
 
 
 def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args):

@@ -1,4 +1,6 @@
-"""Checkpoints that survive a kill at any moment, and resuming from them.
+"""Checkpoints that survive a kill at any moment, resuming from them, and
+the rules that end a training run (a step count, early stopping that
+survives a resume, a time budget).
 
 A Keras weights file (`model.save_weights`) of a compiled model holds the
 weights *and* the optimizer state (its step counter included), so the newest
@@ -18,13 +20,18 @@ run repeats an uninterrupted one exactly where the backend is deterministic.
 """
 
 import glob
+import json
 import os
 import re
+import time
 import warnings
 
 import h5py
 import keras
 import numpy as np
+
+from keras_structattn.data.json_files import atomic_open
+from keras_structattn.training.history import history_from_csv
 
 CHECKPOINT_PATTERN = "ckpt-{epoch:04d}.weights.h5"
 _CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)\.weights\.h5$")
@@ -187,3 +194,138 @@ class EpochCheckpoints(keras.callbacks.Callback):
         if self.keep is not None:
             for _, old in list_checkpoints(self.directory)[: -self.keep]:
                 os.remove(old)
+
+
+def steps_done(model):
+    """The optimizer steps the model has taken."""
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+class LogStep(keras.callbacks.Callback):
+    """Puts the optimizer step into each epoch's logs (the x of the curves)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["step"] = steps_done(self.model)
+
+
+class ValidationScores(keras.callbacks.Callback):
+    """Adds the task's validation scores (`val_<name>`) to each epoch's logs.
+
+    Args:
+        scores: `scores(model)` -> `{name: value}`.
+    """
+
+    def __init__(self, scores):
+        super().__init__()
+        self.scores = scores
+
+    def on_epoch_end(self, epoch, logs=None):
+        start = time.time()
+        values = self.scores(self.model)
+        if logs is not None:
+            logs.update({f"val_{name}": float(v) for name, v in values.items()})
+        shown = ", ".join(f"{name} {v:.4g}" for name, v in values.items())
+        print(f"[validation] {shown} ({time.time() - start:.0f} s)")
+
+
+class EarlyStopping(keras.callbacks.Callback):
+    """Stops training after `patience` evaluations without a better
+    `monitor`, keeping the best weights.
+
+    Its state is read back from the run's history when training begins, so
+    a resumed run stops where an uninterrupted one would; the best weights
+    are written (atomically) before the history row of their epoch.
+
+    Args:
+        monitor: the logs' key, e.g. `val_bleu`.
+        patience: evaluations without improvement before stopping.
+        history_path: the history CSV of the phase.
+        folder: where the best checkpoint goes.
+        best: its name: `<best>.weights.h5`, `<best>.json`.
+        lower_is_better: whether `monitor` improves by falling (a loss).
+    """
+
+    def __init__(self, monitor, patience, history_path, folder, best="best",
+                 lower_is_better=False):
+        super().__init__()
+        self.monitor, self.patience = monitor, patience
+        self.history_path, self.folder = history_path, folder
+        self.weights_path = os.path.join(folder, f"{best}.weights.h5")
+        self.info_path = os.path.join(folder, f"{best}.json")
+        self.lower_is_better = lower_is_better
+        self.best, self.best_step, self.wait, self.reason = None, None, 0, None
+        self._missing_said = False
+
+    def _better(self, value):
+        if self.best is None:
+            return True
+        return value < self.best if self.lower_is_better else value > self.best
+
+    def restore_state(self):
+        """Best value and evaluations since, from the history; returns
+        whether the patience is already used up."""
+        history = history_from_csv(self.history_path)
+        values, steps = history.get(self.monitor, []), history.get("step", [])
+        self.best, self.best_step, self.wait = None, None, 0
+        for k, value in enumerate(values):
+            if value is None:
+                continue
+            if self._better(value):
+                self.best, self.wait = value, 0
+                self.best_step = steps[k] if k < len(steps) else None
+            else:
+                self.wait += 1
+        return self.wait >= self.patience
+
+    def on_train_begin(self, logs=None):
+        self.restore_state()
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None:
+            if not self._missing_said:
+                print(f"warning: --early_stopping: no {self.monitor} in epoch {epoch + 1}'s "
+                      "logs (no validation data?)")
+                self._missing_said = True
+            return
+        value = float(value)
+        if self._better(value):
+            self.best, self.wait = value, 0
+            self.best_step = steps_done(self.model)
+            save_weights_atomically(self.model, self.weights_path)
+            with atomic_open(self.info_path) as f:
+                json.dump({"monitor": self.monitor, "value": value, "step": self.best_step,
+                           "epoch": epoch + 1}, f, indent=2)
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.model.stop_training = True
+            self.reason = self.stop_line()
+
+    def stop_line(self):
+        return (f"early stopping: {self.monitor} has not improved on {self.best:.4g} "
+                f"(step {self.best_step}) in {self.wait} evaluations; the best checkpoint "
+                f"is {self.weights_path}")
+
+
+class StopAfterMinutes(keras.callbacks.Callback):
+    """Ends training cleanly once `minutes` have passed since it began: the
+    epoch ends there (validation, checkpoint, history row).
+
+    Args:
+        minutes: the time budget of this command's training.
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.minutes, self.reason = minutes, None
+
+    def on_train_begin(self, logs=None):
+        self.start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self.start >= 60 * self.minutes:
+            self.model.stop_training = True
+            self.reason = (f"--max_minutes {self.minutes:g} reached at step "
+                           f"{steps_done(self.model)}")

@@ -40,6 +40,7 @@ from keras_structattn.training import self_critical
 from keras_structattn.training.dictionaries import fit_dictionaries
 from keras_structattn.training.dictionaries import has_dictionaries
 from keras_structattn.training.distribution import Replicas
+from keras_structattn.training.history import history_from_csv
 from keras_structattn.training.losses import PaddedAccuracy
 from keras_structattn.training.losses import PaddedCrossEntropy
 from keras_structattn.training.schedules import WarmupRsqrtDecay
@@ -51,7 +52,6 @@ from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
 from recipes._run import RunFolder
-from recipes._run import history_from_csv
 from recipes._run import write_atomically
 from recipes._run import write_json
 from recipes._vl import max_regions_of

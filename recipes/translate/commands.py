@@ -43,6 +43,7 @@ from keras_structattn.tasks.translation.translate import string_translator
 from keras_structattn.tasks.translation.translate import translate_sentences
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import hparams as hparams_lib
+from keras_structattn.training.history import history_from_csv
 from keras_structattn.training.losses import PaddedAccuracy
 from keras_structattn.training.losses import PaddedCrossEntropy
 from keras_structattn.training.schedules import WarmupRsqrtDecay
@@ -53,7 +54,6 @@ from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
 from recipes._run import RunFolder
-from recipes._run import history_from_csv
 from recipes._run import write_atomically
 from recipes._run import write_json
 from recipes.translate import DEFAULT_HPARAMS_SET

@@ -11,10 +11,11 @@ import keras
 import numpy as np
 import pytest
 
+from keras_structattn.training.history import HistoryCSV
+from keras_structattn.training.history import history_from_csv
 from recipes import _cli
 from recipes import _curves
 from recipes import _engine
-from recipes._run import history_from_csv
 
 PER_EPOCH = 4
 
@@ -42,7 +43,7 @@ def batches(start):
 def flags(out, early_stopping=None, max_minutes=None):
     return argparse.Namespace(output_dir=str(out), keep_checkpoints=2, verbose=0,
                               early_stopping=early_stopping, max_minutes=max_minutes,
-                              warmup_fraction=None)
+                              warmup_fraction=None, scale_schedule=False)
 
 
 def scripted(values):
@@ -138,7 +139,7 @@ def test_fit_steps_runs_a_custom_step_with_the_same_rules(tmp_path):
 
 def test_history_csv_widens_for_a_new_column(tmp_path):
     path = tmp_path / "history.csv"
-    writer = _engine.HistoryCSV(str(path))
+    writer = HistoryCSV(str(path))
     writer.on_epoch_end(0, {"loss": 1.0, "step": 5})
     writer.on_epoch_end(1, {"loss": 0.5, "step": 10, "val_bleu": 3.0})
     with open(path, newline="") as f:
@@ -147,15 +148,22 @@ def test_history_csv_widens_for_a_new_column(tmp_path):
                     ["1", "10", "0.5", "3.0"]]
 
 
-def test_warmup_and_schedules_follow_the_budget(capsys):
-    args = argparse.Namespace(warmup_fraction=None)
-    assert _engine.warmup_steps(200, args, None) == 200
-    assert _engine.warmup_steps(200, args, 1000) == 200
-    assert _engine.warmup_steps(200, args, 200) == 100  # never ends at the peak
+def test_warmup_and_schedules_follow_the_budget_when_asked(capsys):
+    plain = argparse.Namespace(warmup_fraction=None, scale_schedule=False)
+    fitted = argparse.Namespace(warmup_fraction=None, scale_schedule=True)
+    assert _engine.warmup_steps(200, plain, None) == 200
+    assert _engine.warmup_steps(200, fitted, 1000) == 200
+    # Left alone by default (a run extended later must equal a straight
+    # one), with a warning when the run would end at its warm-up peak.
+    assert _engine.warmup_steps(200, plain, 200) == 200
+    assert "ends at its warm-up peak" in capsys.readouterr().out
+    assert _engine.warmup_steps(200, fitted, 200) == 100
     assert "cut to 100" in capsys.readouterr().out
     assert _engine.warmup_steps(200, argparse.Namespace(warmup_fraction=0.1), 1000) == 100
-    assert _engine.schedule_scale(1300, 1300) == 1.0
-    assert _engine.schedule_scale(1300, 650) == 0.5
+    assert _engine.schedule_scale(1300, 1300, fitted) == 1.0
+    assert _engine.schedule_scale(1300, 650, fitted) == 0.5
+    assert _engine.schedule_scale(1300, 650, plain) == 1.0
+    assert "not reached" in capsys.readouterr().out
 
 
 def test_early_stopping_flag():
@@ -173,7 +181,7 @@ def test_curves_command_draws_several_runs(tmp_path, capsys):
     for seed, run in enumerate(("a", "b")):
         folder = tmp_path / run
         folder.mkdir()
-        writer = _engine.HistoryCSV(str(folder / "history.csv"))
+        writer = HistoryCSV(str(folder / "history.csv"))
         for epoch in range(3):
             writer.on_epoch_end(epoch, {"loss": 1.0 / (epoch + 1 + seed), "step": 10 * epoch,
                                         "val_loss": 1.2 / (epoch + 1)})
