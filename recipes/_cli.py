@@ -358,9 +358,7 @@ def execute(parser, argv, run, check=None):
     global _results
     args = parser.parse_args(argv)
     if getattr(args, "command", None) == "curves":
-        from recipes import _curves
-
-        return _curves.command(args)
+        return curves_command(args)
     if getattr(args, "runs", None):
         raise UsageError(f"unrecognized arguments: {' '.join(args.runs)} (see {parser.prog} "
                          "--help)")
@@ -375,6 +373,27 @@ def execute(parser, argv, run, check=None):
             return run(args)
     finally:
         _results = previous
+
+
+def curves_command(args):
+    """`curves RUN [RUN ...]`: one figure of several runs (for seed
+    comparisons), to `--output_file` (default `curves.png` in the current
+    folder); prints its path (`recipes._curves`)."""
+    from recipes import _curves
+
+    if not args.runs:
+        raise UsageError("curves needs one or more run folders: curves RUN [RUN ...]")
+    runs = []
+    for folder in args.runs:
+        if not os.path.isdir(folder):
+            raise UsageError(f"no such run folder: {folder}")
+        panels, best = _curves.read_run(folder)
+        if not panels:
+            raise UsageError(f"{folder} has no history.csv: train it first")
+        runs.append((os.path.normpath(folder), panels, best))
+    path = _curves.draw(runs, getattr(args, "output_file", None) or _curves.CURVES_FILE)
+    emit(path)
+    return path
 
 
 def run_commands_of(package):

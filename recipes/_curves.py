@@ -13,8 +13,8 @@ matplotlib (the `vision` extra); no TensorFlow or Keras.
 import json
 import os
 
+from keras_structattn.data.json_files import atomic_open
 from keras_structattn.training.history import history_from_csv
-from recipes._run import write_atomically
 
 CURVES_FILE = "curves.png"
 # The history files of a run, in the order its phases train.
@@ -97,7 +97,8 @@ def draw(runs, path, title=None):
     if title:
         figure.suptitle(title)
     figure.tight_layout()
-    write_atomically(path, lambda partial: figure.savefig(partial, format="png", dpi=80))
+    with atomic_open(path, "wb") as f:
+        figure.savefig(f, format="png", dpi=80)
     plt.close(figure)
     return path
 
@@ -107,24 +108,3 @@ def draw_run(folder):
     panels, best = read_run(folder)
     return draw([(os.path.basename(os.path.normpath(folder)), panels, best)],
                 os.path.join(folder, CURVES_FILE), title=os.path.normpath(folder))
-
-
-def command(args):
-    """`curves RUN [RUN ...]`: one figure of several runs (for seed
-    comparisons), to `--output_file` (default `curves.png` in the current
-    folder); prints its path."""
-    from recipes import _cli
-
-    if not args.runs:
-        raise _cli.UsageError("curves needs one or more run folders: curves RUN [RUN ...]")
-    runs = []
-    for folder in args.runs:
-        if not os.path.isdir(folder):
-            raise _cli.UsageError(f"no such run folder: {folder}")
-        panels, best = read_run(folder)
-        if not panels:
-            raise _cli.UsageError(f"{folder} has no history.csv: train it first")
-        runs.append((os.path.normpath(folder), panels, best))
-    path = draw(runs, getattr(args, "output_file", None) or CURVES_FILE)
-    _cli.emit(path)
-    return path
