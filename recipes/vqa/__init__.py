@@ -61,8 +61,6 @@ MODELS = ("mcan", "mcan_pa", "muan", "catt", "transformer")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
 # What --early_stopping may watch (each as val_<metric>).
 VALIDATION_METRICS = ("loss", "soft_accuracy", "accuracy")
-# Commands that need a trained run in --output_dir.
-RUN_COMMANDS = ("evaluate", "predict", "visualize")
 SPLITS = ("train", "val", "test")
 # The settings that define a run (saved in run.json, checked on resume).
 RUN_DEFAULTS = dict(model="mcan", hparams_set=None, seed=1, min_answer_count=9,
@@ -80,49 +78,31 @@ DICTIONARY_INITS = ("kmeans", "uniform")
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser = _cli.ArgumentParser(
-        hparams_model_types=("vqa",),
-        prog="python -m recipes.vqa",
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("\n", 1)[1],
-    )
-    _cli.add_command_argument(parser, COMMANDS)
-    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
-    run = parser.add_argument_group(
-        "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
-    )
-    run.add_argument("--model", choices=MODELS, default=None,
-                     help=f"default {RUN_DEFAULTS['model']}")
-    run.add_argument("--hparams_set", default=None,
-                     help="default <model>_tiny on Shapes world, the paper's set on real data "
-                     f"({', '.join(PAPER_SETS.values())})")
-    run.add_argument("--hparams", default="",
-                     help='comma-separated overrides, e.g. "num_layers=4,qk_gate=False"')
-    run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
+    parser, run = _cli.vl_parser(
+        __doc__, "python -m recipes.vqa", "vqa", COMMANDS, DEFAULT_OUTPUT_DIR, RUN_DEFAULTS,
+        models=MODELS, hparams_example="num_layers=4,qk_gate=False",
+        hparams_set_help="default <model>_tiny on Shapes world, the paper's set on real data "
+        f"({', '.join(PAPER_SETS.values())})")
     run.add_argument("--min_answer_count", type=_cli.positive_int, default=None,
                      help="answers (normalised multiple_choice_answer) seen fewer times in "
                      f"the training and validation annotations are left out (default "
                      f"{RUN_DEFAULTS['min_answer_count']}: MCAN's 'more than 8')")
     run.add_argument("--dictionary_init", choices=DICTIONARY_INITS, default=None,
                      help="CATT: the dictionaries' initialisation before training: K-means "
-                     "over the training split's embedded words and regions (default, the "
-                     "paper's) or the uniform(0, 0.01) initializer (the 'w/o Init' ablation)")
+                     "(default) or uniform, the paper's 'w/o Init' (docs/vqa.md)")
 
     data = parser.add_argument_group("data (default: generated Shapes world)")
     for split in SPLITS:
         data.add_argument(f"--questions_{split}", type=_cli.input_file,
-                          help="VQA v2 questions JSON of the training split"
-                          if split == "train" else None)
+                          help=f"VQA v2 questions JSON of the {split} split")
         data.add_argument(f"--annotations_{split}", type=_cli.input_file,
-                          help="VQA v2 annotations JSON of the training split"
-                          if split == "train" else None)
+                          help=f"VQA v2 annotations JSON of the {split} split")
     data.add_argument("--features", type=_cli.input_file_or_folder,
                       help="region features of every split: a folder of per-image .npz "
                       "(features [N, C], boxes [N, 4], image_w, image_h), or one .npz/.h5")
     for split in SPLITS:
         data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
-                          help="the features of one split (default --features)"
-                          if split == "train" else None)
+                          help=f"the features of the {split} split (default --features)")
     data.add_argument("--word_vectors", type=_cli.input_file,
                       help="GloVe-format text file (word v1 ... vd) to initialise the word "
                       "embeddings; its width sets word_dim")
@@ -131,34 +111,24 @@ def build_parser():
                       "features instead of stopping at the first")
     _world.add_world_flags(data)
 
-    _cli.add_epoch_training_flags(
-        parser, VALIDATION_METRICS, "default: the hparams' epochs (13 for the paper's sets)")
-    _cli.add_distribution_flags(parser)
-
-    out = parser.add_argument_group("evaluation, prediction and scoring")
-    out.add_argument("--split", choices=SPLITS, default="test",
-                     help="evaluate / visualize: the split")
-    out.add_argument("--predict_batch_size", type=_cli.positive_int, default=256)
-    out.add_argument("--weights", type=_cli.input_file,
-                     help="weights to use (default: the newest checkpoint)")
+    out = _cli.add_vl_command_flags(
+        parser, VALIDATION_METRICS, "default: the hparams' epochs (13 for the paper's sets)",
+        title="evaluation, prediction and scoring",
+        split_choices=SPLITS, split_commands="evaluate / visualize",
+        predict_batch_size=256, drawn="questions",
+        output_file_help="predict: results JSON (default: stdout, one "
+        "`question_id<TAB>answer` line per question)")
     out.add_argument("--questions", type=_cli.input_file,
                      help="predict / score: VQA v2 questions JSON")
     out.add_argument("--annotations", type=_cli.input_file,
                      help="score: VQA v2 annotations JSON")
     out.add_argument("--results", type=_cli.input_file,
                      help="score: results JSON [{question_id, answer}]")
-    out.add_argument("--output_file", type=_cli.output_file,
-                     help="predict: results JSON (default: stdout, one "
-                     "`question_id<TAB>answer` line per question)")
     out.add_argument("--output", type=_cli.output_file,
                      help="score: also write the scores as the official code reports them")
     out.add_argument("--normalization", choices=("official", "corrected"), default="official",
                      help="answer normalisation of the accuracy: the official code's, quirks "
                      "included (default), or corrected (docs/vqa_metrics.md)")
-    out.add_argument("--num_questions", type=_cli.positive_int, default=8,
-                     help="visualize: questions to draw")
-    out.add_argument("--images", type=_cli.input_folder,
-                     help="visualize (real data): the folder of the split's images")
     return parser
 
 
@@ -169,8 +139,6 @@ def data_flags_given(args):
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if args.command != "train" and args.distribute != "none":
-        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     for split in SPLITS:
         if getattr(args, f"annotations_{split}") and not getattr(args, f"questions_{split}"):
             raise _cli.UsageError(f"--annotations_{split} needs --questions_{split}")
@@ -186,17 +154,9 @@ def check_args(args):
                               "--features (their region features)")
     if data_flags_given(args) and not features_given:
         raise _cli.UsageError("real questions need their region features: give --features")
-    if args.command in RUN_COMMANDS:
-        from recipes._run import RunFolder
-
-        RunFolder(args.output_dir).require_run(args.command)
 
 
 def main(argv=None):
-    """Runs the recipe: `python -m recipes.vqa [command] [flags]`.
-
-    Returns:
-        What the command returns (used by tests).
-    """
+    """Runs `python -m recipes.vqa [command] [flags]`; returns what the command returns."""
     return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
-                        check=check_args)
+                        check=_cli.vl_check(check_args))
