@@ -479,6 +479,23 @@ def _one_line(error):
 # --- vision-and-language flags (shared)
 # The flags of the VQA, grounding and TextVQA recipes (`recipes._vl.Task`).
 
+VL_EPILOG = """
+Several devices (docs/distributed.md): `train --distribute data_parallel
+[--devices N]` splits every batch over the devices (JAX: also across hosts
+with --coordinator_address/--num_processes/--process_id; TensorFlow: one
+machine, steps without XLA). The batch is the global one and must split
+evenly; the validation items are rounded down to a multiple of the
+devices, those left out counted on stderr. A run may resume on another
+number of devices.
+
+Everything lives in --output_dir: the settings (run.json), hparams, the
+vocabularies, per-epoch checkpoints (written atomically: a killed `train`
+resumes from its last checkpoint when run again), history.csv and
+TensorBoard logs. Results go to stdout, everything else to stderr; errors
+are one line (--debug for the traceback), exit status 2 for a bad command
+line, 1 for a failure.
+"""
+
 
 def vl_parser(doc, prog, model_type, commands, output_dir, run_defaults, *, models=None,
               hparams_set_help, hparams_example):
@@ -486,7 +503,8 @@ def vl_parser(doc, prog, model_type, commands, output_dir, run_defaults, *, mode
     and the run's --model (with `models`), --hparams_set, --hparams, --seed.
 
     Args:
-        doc: the recipe's docstring (first line: the description).
+        doc: the recipe's docstring (first line: the description; the
+            rest, then `VL_EPILOG`: the epilog).
         prog, model_type, commands, output_dir: the recipe's.
         run_defaults: the recipe's `RUN_DEFAULTS`.
         models: the --model choices, or None (no --model).
@@ -498,7 +516,8 @@ def vl_parser(doc, prog, model_type, commands, output_dir, run_defaults, *, mode
         other run flags.
     """
     parser = ArgumentParser(hparams_model_types=(model_type,), prog=prog,
-                            description=doc.split("\n")[0], epilog=doc.split("\n", 1)[1])
+                            description=doc.split("\n")[0],
+                            epilog=doc.split("\n", 1)[1] + VL_EPILOG)
     add_command_argument(parser, commands)
     parser.add_argument("--output_dir", default=output_dir, type=output_folder)
     run = parser.add_argument_group(

@@ -94,18 +94,6 @@ def read_word_vectors(path, vocab):
     return matrix.astype("float32")
 
 
-def open_regions(path):
-    """The region feature store of a file or folder (`open_features`)."""
-    return image_features.open_features(path, "regions")
-
-
-def region_inputs(store, image_ids, max_regions):
-    """`{"regions", "boxes", "region_mask"}` of `image_ids`, padded to
-    `max_regions` (a static shape for every batch)."""
-    features, boxes, mask = image_features.region_batch(store, image_ids, max_regions)
-    return {"regions": features, "boxes": boxes, "region_mask": mask}
-
-
 def max_regions_of(store, wanted):
     """`wanted`, or fewer when every image of an in-memory store has fewer
     regions (Shapes world's 8: padding to 100 would only cost time). A
@@ -258,22 +246,6 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
     _engine.fit(model, args, data, per_epoch=per_epoch, epochs=epochs,
                 total_steps=args.train_steps, validation=validation, replicas=replicas,
                 scores=scores)
-
-
-def accuracy_hook(split_name, accuracy_of):
-    """The validation score `--early_stopping accuracy` watches (percent):
-    `accuracy_of(model)` on the validation split, computed only when asked.
-
-    Args:
-        split_name: the validation split's name, or None when there is none.
-        accuracy_of: `accuracy_of(model)` -> the accuracy in percent.
-    """
-    def compute(model):
-        if split_name is None:
-            raise _cli.UsageError("--early_stopping accuracy needs validation data")
-        return {"accuracy": accuracy_of(model)}
-
-    return _engine.ScoresHook(("accuracy",), compute)
 
 
 def schedule_steps(args, hparams, per_epoch):
@@ -610,8 +582,7 @@ class Task:
                                            train_set.batch, start=step,
                                            with_epoch=self.WITH_EPOCH, replicas=replicas),
                 per_epoch, epochs, validation, replicas,
-                accuracy_hook(val_name, lambda model: self.accuracy(
-                    Trained(model, trained.vocabs, settings, hparams), splits[val_name])))
+                _engine.ScoresHook(("accuracy",), self.accuracy_hook(trained, splits, val_name)))
         print(f"[train] done ({time.time() - start:.0f} s in this command)")
         if replicas.is_chief:  # every metric's history
             write_json(run.file("train_summary.json"),
@@ -635,6 +606,17 @@ class Task:
         print("[model] the newest checkpoint, on one device (a MirroredStrategy model would "
               "predict every batch on every replica)")
         return self.evaluate(None, splits)
+
+    def accuracy_hook(self, trained, splits, val_name):
+        """The validation score `--early_stopping accuracy` watches (percent,
+        `accuracy`), computed only when asked."""
+        def compute(model):
+            if val_name is None:
+                raise _cli.UsageError("--early_stopping accuracy needs validation data")
+            return {"accuracy": self.accuracy(Trained(model, trained.vocabs, trained.settings,
+                                                      trained.hparams), splits[val_name])}
+
+        return compute
 
     # ------------------------------------------------------ predicting
 
@@ -774,10 +756,11 @@ class RegionEncoded:
         return len(self.split)
 
     def inputs(self, rows):
-        inputs = region_inputs(self.split.store, [self.split.records[i].image_id for i in rows],
-                               self.hparams.max_regions)
-        inputs[self.text_key] = self.texts[rows]
-        return inputs
+        features, boxes, mask = image_features.region_batch(
+            self.split.store, [self.split.records[i].image_id for i in rows],
+            self.hparams.max_regions)  # padded to max_regions: one shape for every batch
+        return {"regions": features, "boxes": boxes, "region_mask": mask,
+                self.text_key: self.texts[rows]}
 
 
 class RegionTask(Task):
@@ -808,7 +791,7 @@ class RegionTask(Task):
     def read_split(self, name, records, features, describe):
         """The `Split` of `records` whose images the features file or folder
         has; `describe(record)` names a record in the error."""
-        store = open_regions(features)
+        store = image_features.open_features(features, "regions")
         kept = with_features(
             name, records, lambda r: None if r.image_id in store else
             f"{features}: no features for image {r.image_id} ({describe(r)})",

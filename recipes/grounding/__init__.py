@@ -7,40 +7,18 @@
     python -m recipes.grounding visualize [--num_expressions 8]   # PNG per expression
 
 The model (`models/vqa/muan.py`, docs/grounding.md) is MUAN's grounding
-architecture (Yu et al., 2019, arXiv:1908.04107, Sec. III-B): the
-expression's words and the region proposals go through a stack of unified
-attention blocks; each proposal gets a ranking score and a refinement of
-its box. Training: the KL divergence from the proposals' IoU-derived
-target distribution to the softmax of the scores (Eq. 12) plus 0.5 x a
-smooth-L1 box regression (Eq. 13). The prediction is the top proposal's
-refined box; it is correct when its IoU with the referred box is > 0.5.
+architecture (arXiv:1908.04107, Sec. III-B): each region proposal gets a
+ranking score and a refinement of its box, trained with the KL divergence
+to the proposals' IoU-derived target (--target) plus a smooth-L1 box
+regression. The prediction, the top proposal's refined box, is correct at
+IoU > 0.5 with the referred box.
 
 With no data flags it generates Shapes world referring expressions
-(keras_structattn.data.shapes_world: "the small red circle", "the square
-left of the blue disc", ... cached under DIR/shapes_world, written as
-RefCOCO refs + COCO instances) and trains `muan_grounding_tiny` on its
-region features, printing the accuracy next to the biggest-box baseline.
-
-Real RefCOCO / RefCOCO+ / RefCOCOg: --refs (the refer toolkit's
-`refs(unc).p` pickle, a trusted local file, or the same records as JSON),
---instances (COCO `instances.json`), --features: a folder of per-image
-.npz region proposals (`features` [N, C], `boxes` [N, 4], `image_w`,
-`image_h`), or one .npz/.h5; --train_split/--val_split/--split name the
-refs' splits (RefCOCO: train, val, testA, testB).
-
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch over the devices (JAX: also across hosts
-with --coordinator_address/--num_processes/--process_id; TensorFlow: one
-machine, steps without XLA). The batch is the global one and must split
-evenly; the validation expressions are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
-
-Everything lives in --output_dir (settings, hparams, vocabulary,
-checkpoints that resume after a kill, history.csv, TensorBoard logs).
-Results go to stdout, everything else to stderr; errors are one line
-(--debug for the traceback), exit status 2 for a bad command line, 1 for
-a failure.
+(cached under DIR/shapes_world as RefCOCO refs + COCO instances), trains
+`muan_grounding_tiny` and prints the accuracy next to the biggest-box
+baseline. Real RefCOCO / RefCOCO+ / RefCOCOg: --refs, --instances,
+--features; --train_split/--val_split/--split name the refs' splits
+(docs/grounding.md, "The recipe").
 """
 
 import os

@@ -7,47 +7,19 @@
     python -m recipes.textvqa score     --annotations A.json --results R.json [--output S.json]
     python -m recipes.textvqa visualize [--num_questions 8]   # OCR boxes and spatial heads, PNG
 
-Models (`models/textvqa/m4c.py`, docs/textvqa.md): M4C (Hu et al., 2020,
-arXiv:1911.06258: a multimodal transformer over the question, the objects,
-the OCR tokens and the previous predictions, answering word by word from
-a vocabulary or by pointing at an OCR token) and SA-M4C (Kant et al., 2020,
-arXiv:2007.12146: its upper layers attend, head by head, along the spatial
-relations between the object and OCR boxes; `--graph random` gives every
-pair a random relation, the paper's control).
+Models (`models/textvqa/m4c.py`, docs/textvqa.md): M4C (arXiv:1911.06258:
+a multimodal transformer answering word by word from a vocabulary or by
+pointing at an OCR token) and SA-M4C (arXiv:2007.12146: upper layers
+attending along the spatial relations of the boxes; `--graph random`, the
+paper's control).
 
-With no data flags it generates Shapes world scene text (keras_structattn.
-data.shapes_world: signs on and around shapes; "what is written on the
-blue square?", "what word is left of the red circle?", "what shape has the
-word cafe on it?"; 10 answers each; written as an mmf imdb under
-DIR/shapes_world), trains `<model>_tiny` and prints the TextVQA accuracy
-and ANLS per question type next to the generator's baselines.
-
-Real TextVQA: --imdb_train/--imdb_val/--imdb_test (mmf imdb `.npy`:
-question tokens, OCR tokens and boxes, 10 answers, image id),
---object_features and --ocr_features: folders of per-image `.npz` named by
-the image id (objects: `features` [N, C], `boxes` [N, 4] normalised or
-pixels with `image_w`/`image_h`; OCR: `features` [T, C], one row per OCR
-token of the imdb, in its order; an imdb whose entries name a stacked
-`feature_path` `.npz` and a `feature_index`, as Shapes world's, needs
-neither); --fasttext: a local FastText `.vec` file
-for the OCR tokens' word vectors (PHOC, 604 dims, is always computed);
---answer_vocab: M4C's answer word list (one word per line, `<pad>`, `<s>`,
-`</s>` first), else built from the training answers.
-
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch over the devices (JAX: also across hosts
-with --coordinator_address/--num_processes/--process_id; TensorFlow: one
-machine, steps without XLA). The batch is the global one and must split
-evenly; the validation questions are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
-
-Everything lives in --output_dir: the settings (run.json), hparams, the
-vocabularies, per-epoch checkpoints (written atomically: a killed `train`
-resumes from its last checkpoint when run again), history.csv and
-TensorBoard logs. Results go to stdout, everything else to stderr; errors
-are one line (--debug for the traceback), exit status 2 for a bad command
-line, 1 for a failure.
+With no data flags it generates Shapes world scene text (written as an mmf
+imdb under DIR/shapes_world), trains `<model>_tiny` and prints the
+TextVQA accuracy and ANLS per question type next to the baselines. Real
+TextVQA: --imdb_train/_val/_test (mmf imdb `.npy`), --object_features and
+--ocr_features (per-image `.npz` folders; not needed when the imdb names
+stacked feature files), --fasttext for the OCR tokens' word vectors,
+--answer_vocab (docs/textvqa.md, "Data").
 """
 
 import os

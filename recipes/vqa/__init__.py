@@ -7,48 +7,19 @@
     python -m recipes.vqa score     --questions Q.json --annotations A.json --results R.json
     python -m recipes.vqa visualize [--num_questions 8]   # attention over the regions, PNG
 
-Models (`models/vqa/mcan.py`, `models/vqa/muan.py`; docs/vqa.md): MCAN (Yu et al.,
-2019, arXiv:1906.10770), MCAN+PA (Mao et al., 2022, IEEE TNNLS: positional
-word, object and multimodal attention) and MUAN (Yu et al., 2019,
-arXiv:1908.04107: gated self-attention over [question; regions]),
-Transformer+CATT (`--model catt`; Yang et al., 2021, arXiv:2103.03493:
-LXMERT-style language, vision and cross-modality layers with in-sample and
-cross-sample attention, trained from scratch; its word and image
-dictionaries are fitted by K-means over the training split before
-training, or left uniform with --dictionary_init uniform, the paper's
-"w/o Init") and its non-CATT twin (`--model transformer`).
+Models (`models/vqa/`; docs/vqa.md): MCAN (arXiv:1906.10770), MCAN+PA
+(positional attention), MUAN (arXiv:1908.04107) and Transformer+CATT
+(`--model catt`, arXiv:2103.03493; its dictionaries fitted by K-means
+before training, or uniform with --dictionary_init uniform) and its
+non-CATT twin (`--model transformer`).
 
-With no data flags it generates Shapes world VQA (keras_structattn.data.
-shapes_world: deterministic scenes with count, colour, shape, existence
-and relation questions, 10 answers each, cached under DIR/shapes_world),
-trains `<model>_tiny` (`catt_vqa_tiny[_nocatt]` for catt and transformer)
-on its region features, and prints the accuracy per question type next
-to the per-type majority answer of the training split.
-
-Real VQA v2: --questions_train/--annotations_train (and _val, _test) in
-the official JSON format, --features: a folder of per-image .npz files
-(bottom-up style: `features` [N, C], `boxes` [N, 4], `image_w`, `image_h`),
-up to --max_regions regions each; --word_vectors: a local GloVe-format
-text file to initialise the word embeddings (learned from scratch
-otherwise). Answers seen at least --min_answer_count times in the training
-and validation annotations (MCAN: more than 8 times over train+val, 3129
-answers on VQA v2) form the answer vocabulary; soft scores as MCAN (0.3 per matching
-human answer, at most 1).
-
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch over the devices (JAX: also across hosts
-with --coordinator_address/--num_processes/--process_id; TensorFlow: one
-machine, steps without XLA). The batch is the global one and must split
-evenly; the validation questions are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
-
-Everything lives in --output_dir: the settings (run.json), hparams, the
-question and answer vocabularies, per-epoch checkpoints (written
-atomically: a killed `train` resumes from its last checkpoint when run
-again), history.csv and TensorBoard logs. Results go to stdout, everything
-else to stderr; errors are one line (--debug for the traceback), exit
-status 2 for a bad command line, 1 for a failure.
+With no data flags it generates Shapes world VQA (cached under
+DIR/shapes_world), trains `<model>_tiny` on its region features and prints
+the accuracy per question type next to the per-type majority answer of
+the training split. Real VQA v2: the official questions and annotations
+JSON and per-image region features (--features); answers seen at least
+--min_answer_count times over train + val form the answer vocabulary, soft
+scores as MCAN (docs/vqa.md, "The recipe").
 """
 
 import os
