@@ -568,3 +568,23 @@ def vl_check(recipe_check):
             RunFolder(args.output_dir).require_run(args.command)
 
     return check
+
+
+def add_vl_data_flags(data, records, word_vectors=False):
+    """--word_vectors (with `word_vectors`: the text's word embeddings) and
+    --skip_invalid (malformed `records` and images without features)."""
+    if word_vectors:
+        data.add_argument("--word_vectors", type=input_file,
+                          help="GloVe-format text file (word v1 ... vd) to initialise the word "
+                          "embeddings; its width sets word_dim")
+    data.add_argument("--skip_invalid", action="store_true",
+                      help=f"skip (and count) malformed {records} and images without features "
+                      "instead of stopping at the first")
+
+
+def add_vl_score_flags(out, annotations_help, output_help):
+    """`score`'s --annotations, --results and --output."""
+    out.add_argument("--annotations", type=input_file, help=f"score: {annotations_help}")
+    out.add_argument("--results", type=input_file,
+                     help="score: results JSON [{question_id, answer}]")
+    out.add_argument("--output", type=output_file, help=f"score: {output_help}")

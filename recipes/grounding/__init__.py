@@ -60,11 +60,7 @@ def build_parser():
                       "boxes [N, 4], image_w, image_h), or one .npz/.h5")
     data.add_argument("--train_split", default="train", help="the refs' training split")
     data.add_argument("--val_split", default="val", help="the refs' validation split")
-    data.add_argument("--word_vectors", type=_cli.input_file,
-                      help="GloVe-format text file to initialise the word embeddings")
-    data.add_argument("--skip_invalid", action="store_true",
-                      help="skip (and count) malformed refs and images without features "
-                      "instead of stopping at the first")
+    _cli.add_vl_data_flags(data, "refs", word_vectors=True)
     _world.add_world_flags(data)
 
     _cli.add_vl_command_flags(

@@ -67,9 +67,7 @@ def build_parser():
                       help="answer word list, one per line (M4C's "
                       "fixed_answer_vocab_textvqa_5k.txt); default: the training answers' "
                       "words")
-    data.add_argument("--skip_invalid", action="store_true",
-                      help="skip (and count) malformed imdb entries and images without "
-                      "features instead of stopping at the first")
+    _cli.add_vl_data_flags(data, "imdb entries")
     _world.add_world_flags(data, train=1500, val=150, test=400)
 
     out = _cli.add_vl_command_flags(
@@ -80,12 +78,8 @@ def build_parser():
         output_file_help="predict: results JSON [{question_id, answer}] (default: stdout, "
         "one `question_id<TAB>answer` line per question)")
     out.add_argument("--imdb", type=_cli.input_file, help="predict: the questions' imdb")
-    out.add_argument("--annotations", type=_cli.input_file,
-                     help="score: TextVQA annotation JSON ({\"data\": [...]}) or an imdb")
-    out.add_argument("--results", type=_cli.input_file,
-                     help="score: results JSON [{question_id, answer}]")
-    out.add_argument("--output", type=_cli.output_file,
-                     help="score: also write {accuracy, anls, per_question} JSON here")
+    _cli.add_vl_score_flags(out, 'TextVQA annotation JSON ({"data": [...]}) or an imdb',
+                            "also write {accuracy, anls, per_question} JSON here")
     out.add_argument("--anls", choices=ANLS_MODES, default="st_vqa",
                      help="ANLS as ST-VQA defines it (default) or as mmf's evaluator "
                      "computes it (docs/textvqa_metrics.md)")

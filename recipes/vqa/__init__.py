@@ -74,12 +74,7 @@ def build_parser():
     for split in SPLITS:
         data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
                           help=f"the features of the {split} split (default --features)")
-    data.add_argument("--word_vectors", type=_cli.input_file,
-                      help="GloVe-format text file (word v1 ... vd) to initialise the word "
-                      "embeddings; its width sets word_dim")
-    data.add_argument("--skip_invalid", action="store_true",
-                      help="skip (and count) malformed questions and images without "
-                      "features instead of stopping at the first")
+    _cli.add_vl_data_flags(data, "questions", word_vectors=True)
     _world.add_world_flags(data)
 
     out = _cli.add_vl_command_flags(
@@ -91,12 +86,8 @@ def build_parser():
         "`question_id<TAB>answer` line per question)")
     out.add_argument("--questions", type=_cli.input_file,
                      help="predict / score: VQA v2 questions JSON")
-    out.add_argument("--annotations", type=_cli.input_file,
-                     help="score: VQA v2 annotations JSON")
-    out.add_argument("--results", type=_cli.input_file,
-                     help="score: results JSON [{question_id, answer}]")
-    out.add_argument("--output", type=_cli.output_file,
-                     help="score: also write the scores as the official code reports them")
+    _cli.add_vl_score_flags(out, "VQA v2 annotations JSON",
+                            "also write the scores as the official code reports them")
     out.add_argument("--normalization", choices=("official", "corrected"), default="official",
                      help="answer normalisation of the accuracy: the official code's, quirks "
                      "included (default), or corrected (docs/vqa_metrics.md)")
