@@ -493,3 +493,117 @@ def _one_line(error):
     if not lines:
         return type(error).__name__
     return lines[0] + (" ..." if len(lines) > 1 else "")
+
+
+# --- vision-and-language flags (shared)
+# The flags of the VQA, grounding and TextVQA recipes (`recipes._vl.Task`).
+
+VL_EPILOG = """
+Several devices (docs/distributed.md): `train --distribute data_parallel
+[--devices N]` splits every batch over the devices (JAX: also across hosts
+with --coordinator_address/--num_processes/--process_id; TensorFlow: one
+machine, steps without XLA). The batch is the global one and must split
+evenly; the validation items are rounded down to a multiple of the
+devices, those left out counted on stderr. A run may resume on another
+number of devices.
+
+Everything lives in --output_dir: the settings (run.json), hparams, the
+vocabularies, per-epoch checkpoints (written atomically: a killed `train`
+resumes from its last checkpoint when run again), history.csv and
+TensorBoard logs. Results go to stdout, everything else to stderr; errors
+are one line (--debug for the traceback), exit status 2 for a bad command
+line, 1 for a failure.
+"""
+
+
+def vl_parser(doc, prog, model_type, commands, output_dir, run_defaults, *, models=None,
+              hparams_set_help, hparams_example):
+    """A vision-and-language recipe's parser: its command, --output_dir,
+    and the run's --model (with `models`), --hparams_set, --hparams, --seed.
+
+    Args:
+        doc: the recipe's docstring (first line: the description; the
+            rest, then `VL_EPILOG`: the epilog).
+        prog, model_type, commands, output_dir: the recipe's.
+        run_defaults: the recipe's `RUN_DEFAULTS`.
+        models: the --model choices, or None (no --model).
+        hparams_set_help: what --hparams_set defaults to.
+        hparams_example: an example of --hparams.
+
+    Returns:
+        `(parser, run)`: the parser and the run's group, for the recipe's
+        other run flags.
+    """
+    parser = ArgumentParser(hparams_model_types=(model_type,), prog=prog,
+                            description=doc.split("\n")[0],
+                            epilog=doc.split("\n", 1)[1] + VL_EPILOG)
+    add_command_argument(parser, commands)
+    parser.add_argument("--output_dir", default=output_dir, type=output_folder)
+    run = parser.add_argument_group(
+        "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
+    if models:
+        run.add_argument("--model", choices=models, default=None,
+                         help=f"default {run_defaults['model']}")
+    run.add_argument("--hparams_set", default=None, help=hparams_set_help)
+    run.add_argument("--hparams", default="",
+                     help=f'comma-separated overrides, e.g. "{hparams_example}"')
+    run.add_argument("--seed", type=int, default=None, help=f"default {run_defaults['seed']}")
+    return parser, run
+
+
+def add_vl_command_flags(parser, metrics, epochs_help, *, title, split_choices,
+                         split_commands, predict_batch_size, drawn, output_file_help):
+    """The training and distribution groups, then the output group's
+    --split (for `split_commands`), --predict_batch_size, --weights,
+    --output_file, --num_<drawn> and --images; returns the output group,
+    for the recipe's other flags."""
+    add_epoch_training_flags(parser, metrics, epochs_help)
+    add_distribution_flags(parser)
+    out = parser.add_argument_group(title)
+    out.add_argument("--split", choices=split_choices, default="test",
+                     help=f"{split_commands}: the split (default test)")
+    out.add_argument("--predict_batch_size", type=positive_int, default=predict_batch_size)
+    out.add_argument("--weights", type=input_file,
+                     help="weights to use (default: the newest checkpoint)")
+    out.add_argument("--output_file", type=output_file, help=output_file_help)
+    out.add_argument(f"--num_{drawn}", type=positive_int, default=8,
+                     help=f"visualize: {drawn} to draw")
+    out.add_argument("--images", type=input_folder,
+                     help="visualize (real data): the folder of the split's images")
+    return out
+
+
+def vl_check(recipe_check):
+    """The `check` of a vision-and-language recipe: --distribute only for
+    `train`, then `recipe_check(args)`, then a trained run in --output_dir
+    for the commands that need one (UsageError)."""
+    def check(args):
+        if args.command != "train" and args.distribute != "none":
+            raise UsageError(f"--distribute is for train; {args.command} runs on one device")
+        recipe_check(args)
+        if args.command in ("evaluate", "predict", "visualize"):
+            from recipes._run import RunFolder
+
+            RunFolder(args.output_dir).require_run(args.command)
+
+    return check
+
+
+def add_vl_data_flags(data, records, word_vectors=False):
+    """--word_vectors (with `word_vectors`: the text's word embeddings) and
+    --skip_invalid (malformed `records` and images without features)."""
+    if word_vectors:
+        data.add_argument("--word_vectors", type=input_file,
+                          help="GloVe-format text file (word v1 ... vd) to initialise the word "
+                          "embeddings; its width sets word_dim")
+    data.add_argument("--skip_invalid", action="store_true",
+                      help=f"skip (and count) malformed {records} and images without features "
+                      "instead of stopping at the first")
+
+
+def add_vl_score_flags(out, annotations_help, output_help):
+    """`score`'s --annotations, --results and --output."""
+    out.add_argument("--annotations", type=input_file, help=f"score: {annotations_help}")
+    out.add_argument("--results", type=input_file,
+                     help="score: results JSON [{question_id, answer}]")
+    out.add_argument("--output", type=output_file, help=f"score: {output_help}")

@@ -1,11 +1,14 @@
-"""What the vision-and-language recipes on region features share (VQA,
-grounding, TextVQA): region batches, the epoch-based resumable `fit`, the
-run's hparams set, and their data-parallel training (`--distribute`,
-docs/distributed.md).
+"""What the vision-and-language recipes share (VQA, grounding, TextVQA):
+their commands written once (`Task`, subclassed by each recipe with its
+hooks; `RegionTask` for the models on region features), region batches,
+the epoch-based resumable `fit` and their data-parallel training
+(`--distribute`, docs/distributed.md).
 """
 
+import collections
 import math
 import os
+import time
 
 import keras
 import numpy as np
@@ -66,78 +69,6 @@ def global_batch_size(args, hparams, replicas):
     return batch_size
 
 
-def resolve_run(args, given, defaults, model_type, default_set):
-    """The run folder, its settings and hparams; usage errors come out here,
-    before any data is read.
-
-    Args:
-        args: the flags (`output_dir`, `hparams`, `command`, `seed`).
-        given: the run-defining flags' values (None where left out).
-        defaults: the recipe's `RUN_DEFAULTS`.
-        model_type: the `model_type` the hparams set must have.
-        default_set: `default_set(settings)`, the set of a new run that
-            names none.
-
-    Returns:
-        `(run, settings, hparams)`: the saved hparams for an existing run,
-        else the set's with `--hparams` checked but not yet applied.
-    """
-    run = RunFolder(args.output_dir)
-    if args.command == "train":
-        given = dict(given, seed=args.seed)
-    settings = run.resolve_settings(given, defaults)
-    if run.holds_run:
-        saved = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
-        run.check_hparams(saved, usage(saved.parse, args.hparams))
-        return run, settings, saved
-    if settings.get("hparams_set") is None:
-        settings["hparams_set"] = default_set(settings)
-    hparams = usage(registry.get, settings["hparams_set"])
-    if hparams.model_type != model_type:
-        raise _cli.UsageError(
-            f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set; "
-            f"this recipe takes a {model_type} set")
-    usage(hparams.parse, args.hparams)
-    return run, settings, hparams
-
-
-def evaluates_after_training(args, replicas):
-    """Whether `train` goes on to evaluate the model it holds: not with
-    --no_eval, nor after multi-process training (prediction there would
-    need every process's part of every batch; `evaluate` on the run folder,
-    one process, scores the checkpoint instead)."""
-    if args.no_eval:
-        return False
-    if replicas.num_processes > 1:
-        if replicas.is_chief:
-            print(f"[eval] not after training on {replicas.num_processes} processes: run "
-                  f"`evaluate --output_dir {args.output_dir}` (one process)")
-        return False
-    return True
-
-
-def model_to_evaluate(trained, replicas):
-    """What `evaluate` after training scores: `trained` (the model in
-    memory and its vocabularies), or None (the newest checkpoint, loaded on
-    one device) after TensorFlow's MirroredStrategy, whose models'
-    `predict_on_batch` runs the whole batch on every replica and
-    concatenates the outputs (Keras 3.15)."""
-    if replicas.strategy is None:
-        print("[model] the trained model in memory")
-        return trained
-    print("[model] the newest checkpoint, on one device (a MirroredStrategy model would "
-          "predict every batch on every replica)")
-    return None
-
-
-def write_train_summary(run, replicas):
-    """DIR/train_summary.json: every metric's history (the chief's file)."""
-    if replicas.is_chief:
-        write_json(run.file("train_summary.json"),
-                   {k: v for k, v in history_from_csv(run.file("history.csv")).items()
-                    if k != "epoch"})
-
-
 def decay_epochs(hparams):
     """`hparams.decay_epochs` ("10,12") as ints; a bad value is a usage error."""
     try:
@@ -161,18 +92,6 @@ def read_word_vectors(path, vocab):
     print(f"[data] word vectors {path}: {int(np.sum(found))} of {len(words)} "
           f"words found ({matrix.shape[1]}-d); the others start random")
     return matrix.astype("float32")
-
-
-def open_regions(path):
-    """The region feature store of a file or folder (`open_features`)."""
-    return image_features.open_features(path, "regions")
-
-
-def region_inputs(store, image_ids, max_regions):
-    """`{"regions", "boxes", "region_mask"}` of `image_ids`, padded to
-    `max_regions` (a static shape for every batch)."""
-    features, boxes, mask = image_features.region_batch(store, image_ids, max_regions)
-    return {"regions": features, "boxes": boxes, "region_mask": mask}
 
 
 def max_regions_of(store, wanted):
@@ -329,22 +248,6 @@ def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None
                 scores=scores)
 
 
-def accuracy_hook(split_name, accuracy_of):
-    """The validation score `--early_stopping accuracy` watches (percent):
-    `accuracy_of(model)` on the validation split, computed only when asked.
-
-    Args:
-        split_name: the validation split's name, or None when there is none.
-        accuracy_of: `accuracy_of(model)` -> the accuracy in percent.
-    """
-    def compute(model):
-        if split_name is None:
-            raise _cli.UsageError("--early_stopping accuracy needs validation data")
-        return {"accuracy": accuracy_of(model)}
-
-    return _engine.ScoresHook(("accuracy",), compute)
-
-
 def schedule_steps(args, hparams, per_epoch):
     """The factor mapping the hparams' epoch schedule onto this run's
     budget with `--scale_schedule` (`_engine.schedule_scale`): `--epochs`
@@ -394,14 +297,503 @@ def jit_flag(args, replicas=None):
     return jit
 
 
-def newest_weights(args):
-    """--weights, else the best checkpoint (`--early_stopping`), else the
-    newest readable checkpoint of the run."""
-    from keras_structattn.training import checkpoints as checkpoints_lib
+# ------------------------------------------------------- the task skeleton
 
-    if args.weights:
-        return args.weights
-    best = _engine.Phase().best_weights(args.output_dir)
-    if best:
-        return best
-    return checkpoints_lib.latest_checkpoint(os.path.join(args.output_dir, CHECKPOINTS))
+
+class Trained:
+    """A run's model and what feeding it and reading its outputs needs.
+
+    Attributes:
+        model: the built model (its weights loaded, or being trained).
+        vocabs: `{name: vocabulary}` of the task's `VOCAB_FILES`.
+        settings: the run's settings (run.json).
+        hparams: the run's hparams.
+    """
+
+    def __init__(self, model, vocabs, settings, hparams):
+        self.model, self.vocabs, self.settings, self.hparams = model, vocabs, settings, hparams
+
+
+class Split:
+    """One split: its records and their feature store (regions, or
+    TextVQA's `ImageFeatures`)."""
+
+    def __init__(self, name, records, store):
+        self.name, self.records, self.store = name, records, store
+
+    def __len__(self):
+        return len(self.records)
+
+    def head(self, count):
+        """The split's first `count` records."""
+        return Split(self.name, self.records[:count], self.store)
+
+
+def with_features(name, records, problem, skip_invalid, items="questions"):
+    """The `records` whose features are there.
+
+    Args:
+        name: the split's name (status lines).
+        records: the split's records.
+        problem: `problem(record)` -> None, or what is wrong with its
+            features (naming the file and the record).
+        skip_invalid: count the others instead of stopping at the first.
+        items: what the records are, plural.
+
+    Raises:
+        ValueError: a record lacks features and `skip_invalid` is off.
+    """
+    kept, problems = [], []
+    for record in records:
+        found = problem(record)
+        if found is None:
+            kept.append(record)
+        else:
+            problems.append(found)
+    if problems and not skip_invalid:
+        raise ValueError(f"{problems[0]}; {len(problems)} {items} lack features "
+                         "(--skip_invalid skips and counts them)")
+    if problems:
+        print(f"[data] {name}: {len(problems)} {items} skipped for their features "
+              f"(first: {problems[0]})")
+    return kept
+
+
+def majority_answers(pairs):
+    """The most common answer of each question type (ties: alphabetical)
+    and over all, from `(question type, answer)` pairs."""
+    by_type = collections.defaultdict(collections.Counter)
+    overall = collections.Counter()
+    for kind, answer in pairs:
+        by_type[kind][answer] += 1
+        overall[answer] += 1
+
+    def top(counter):
+        return min(counter.items(), key=lambda kv: (-kv[1], kv[0]))[0] if counter else ""
+
+    return {t: top(c) for t, c in by_type.items()}, top(overall)
+
+
+class Task:
+    """The commands of a vision-and-language recipe (`train`, `evaluate`,
+    `predict`, `visualize`), written once; each recipe subclasses it with
+    what its task does differently.
+
+    Class attributes of a subclass:
+        MODEL_TYPE: the `model_type` of the recipe's hparams sets.
+        RUN_DEFAULTS: the settings that define a run and their defaults
+            (each but `seed` a flag of that name).
+        WORLD_SETS, PAPER_SETS: `{model: hparams set}` of a new run on
+            Shapes world / on real data (key None for a recipe without
+            --model).
+        ARCHITECTURES: `{model: architecture}` where a model's sets name
+            another one.
+        VOCAB_FILES: `{name: (file, read)}` of the run's vocabularies
+            (`read(path)` loads one; each has `save(path)`).
+        ITEMS, DONE: what the records are and what predicting does to
+            them ("questions", "answered"), for status lines.
+        PREDICTED: what `predict` writes ("answers").
+        PICTURES: the folder under DIR that `visualize` writes.
+        WITH_EPOCH: training targets drawn anew each epoch.
+
+    Hooks (see each method): `load_splits`, `new_vocabs`, `new_hparams`,
+    `new_model`, `dummy_inputs`, `compile`, `encode`, `decode`,
+    `accuracy`, `report`, `draw`; optional: `check_run`, `no_split`,
+    `model_name`, `describe_vocabs`, `before_training`, `results`,
+    `result_line`, `real_images`, `train_names`, `eval_names`.
+    """
+
+    ARCHITECTURES = {}
+    ITEMS, DONE, PREDICTED = "questions", "answered", "answers"
+    PICTURES = "attention"
+    WITH_EPOCH = False
+
+    def __init__(self, args, data_given):
+        self.args = args
+        self.data_given = data_given  # real data (not Shapes world)
+
+    def run(self):
+        """Runs `args.command`; returns what it returns."""
+        return getattr(self, self.args.command)()
+
+    # -------------------------------------------------------- the run
+
+    def resolve_run(self):
+        """`(run, settings, hparams)`: the run folder, its settings and
+        hparams (the saved ones for an existing run, else the set's with
+        `--hparams` checked but not yet applied); usage errors come out
+        here, before any data is read."""
+        args = self.args
+        run = RunFolder(args.output_dir)
+        given = {k: getattr(args, k) for k in self.RUN_DEFAULTS if k != "seed"}
+        if args.command == "train":
+            given["seed"] = args.seed
+        settings = run.resolve_settings(given, self.RUN_DEFAULTS)
+        if run.holds_run:
+            hparams = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
+            run.check_hparams(hparams, usage(hparams.parse, args.hparams))
+        else:
+            if settings.get("hparams_set") is None:
+                sets = self.PAPER_SETS if self.data_given else self.WORLD_SETS
+                settings["hparams_set"] = sets[settings.get("model")]
+            hparams = usage(registry.get, settings["hparams_set"])
+            if hparams.model_type != self.MODEL_TYPE:
+                raise _cli.UsageError(
+                    f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set; "
+                    f"this recipe takes a {self.MODEL_TYPE} set")
+            usage(hparams.parse, args.hparams)
+        if "model" in settings:
+            model = settings["model"]
+            if hparams.architecture != self.ARCHITECTURES.get(model, model):
+                raise _cli.UsageError(f"--hparams_set {settings['hparams_set']} is a "
+                                      f"{hparams.architecture} set, not {model}")
+        self.check_run(settings)
+        return run, settings, hparams
+
+    def check_run(self, settings):
+        """Hook: checks of the run's settings together (UsageError)."""
+
+    def prepare_run(self, run, settings, hparams, splits, resuming, write=True):
+        """The `Trained` of a training run (vocabularies, hparams fitted to
+        the data, model built); a new run's files are committed once its
+        model has been built, by the chief process only (`write`).
+        `resuming`: whether the folder held the run when `resolve_run` read
+        it (read once, so that a process that sees the chief's new files
+        appear still builds the run `resolve_run` resolved)."""
+        word_vectors = None
+        if resuming:
+            vocabs = self.read_vocabs(run)
+            print(f"[run] resuming {self.args.output_dir}: {settings['hparams_set']}")
+        else:
+            vocabs = self.new_vocabs(splits, settings, hparams)
+            hparams, word_vectors = self.new_hparams(splits, settings, hparams, vocabs)
+        print(f"[hparams] {settings['hparams_set']}: {hparams}")
+        keras.utils.set_random_seed(settings["seed"])
+        model = self.build_model(hparams, vocabs, word_vectors, settings["seed"])
+        if not resuming and write:
+            run.commit(settings, {HPARAMS_FILE: hparams.to_json() + "\n",
+                                  **{self.VOCAB_FILES[k][0]: v.save for k, v in vocabs.items()}})
+            print(f"[run] new run in {self.args.output_dir}: "
+                  f"{self.describe_vocabs(vocabs, settings)}")
+        return Trained(model, vocabs, settings, hparams)
+
+    def read_vocabs(self, run):
+        return {name: read(run.file(file)) for name, (file, read) in self.VOCAB_FILES.items()}
+
+    def describe_vocabs(self, vocabs, settings):
+        """Hook: the vocabularies' sizes, for the new run's status line."""
+        return f"{vocabs['words'].vocab_size} word ids"
+
+    def word_vocab(self, split):
+        """A new run's word vocabulary: every word of the training texts."""
+        from keras_structattn.data.word_vocab import WordVocab
+
+        return WordVocab.build([self.tokens(r) for r in split.records], min_count=1)
+
+    def tokens(self, record):
+        """Hook: the words of a record's text."""
+        return record.tokens
+
+    def build_model(self, hparams, vocabs, word_vectors=None, seed=None):
+        """The model of `hparams` (`new_model`), built on a batch of zeros."""
+        model = self.new_model(hparams, vocabs, word_vectors, seed)
+        model(self.dummy_inputs(hparams, model))
+        return model
+
+    def load_trained(self):
+        """The run's `Trained` with the weights to use: --weights, else the
+        best checkpoint (`--early_stopping`), else the newest readable one."""
+        from keras_structattn.training import checkpoints as checkpoints_lib
+
+        run, settings, hparams = self.resolve_run()
+        vocabs = self.read_vocabs(run)
+        model = self.build_model(hparams, vocabs)
+        weights = (self.args.weights or _engine.Phase().best_weights(self.args.output_dir)
+                   or checkpoints_lib.latest_checkpoint(
+                       os.path.join(self.args.output_dir, CHECKPOINTS)))
+        model.load_weights(weights)
+        print(f"[model] weights {weights}")
+        return Trained(model, vocabs, settings, hparams)
+
+    # ---------------------------------------------------------- train
+
+    def train_names(self):
+        """Hook: the names of the training and validation splits."""
+        return "train", "val"
+
+    def no_split(self, name):
+        """Hook: the usage error's text when the data has no split `name`."""
+        return f"no {name} {self.ITEMS}"
+
+    def the_split(self, splits, name=None, scored=False):
+        """`splits[name]` (default --split), else a usage error (`no_split`);
+        `scored`: also when its records have no answers (`annotated`)."""
+        name = name or self.args.split
+        if name not in splits or scored and not self.annotated(splits[name]):
+            raise _cli.UsageError(self.no_split(name))
+        return splits[name]
+
+    def annotated(self, split):
+        """Hook: whether the split can be scored (its records' answers)."""
+        return bool(split.records[0].answers)
+
+    def model_name(self, settings):
+        """Hook: the model's name in the status line of its size."""
+        return settings["model"]
+
+    def before_training(self, trained, train_set):
+        """Hook: what a task does before the first step (after compiling)."""
+
+    def train(self):
+        """Trains to --epochs (resuming from the newest checkpoint) on the
+        --distribute replicas, then evaluates on --split."""
+        args = self.args
+        replicas = replicas_of(args)  # first: before any TensorFlow op
+        run, settings, hparams = self.resolve_run()
+        resuming = run.holds_run
+        batch_size = global_batch_size(args, hparams, replicas)
+        train_name, val_name = self.train_names()
+        names = (train_name, val_name) + (() if args.no_eval else (args.split,))
+        splits = self.load_splits(tuple(dict.fromkeys(names)))
+        self.the_split(splits, train_name, scored=True)
+        if val_name not in splits:
+            val_name = None
+        with replicas.scope():  # the model, its optimizer, metrics and checkpoint
+            trained = self.prepare_run(run, settings, hparams, splits, resuming,
+                                       write=replicas.is_chief)
+            model, hparams = trained.model, trained.hparams
+            epochs = args.epochs or hparams.epochs
+            train_set = self.encode(splits[train_name], trained)
+            per_epoch = steps_per_epoch(len(train_set), batch_size)
+            self.compile(model, hparams, per_epoch, replicas)
+            print(f"[model] {self.model_name(settings)}: {model.count_params():,} parameters")
+            self.before_training(trained, train_set)
+            validation = None
+            if val_name:
+                val_set = self.encode(splits[val_name], trained)
+                validation = validation_batches(len(val_set), batch_size, val_set.batch,
+                                                replicas)
+            print(f"[train] {len(train_set)} {self.ITEMS}, {per_epoch} batches of "
+                  f"{batch_size} per epoch, {epochs} epochs")
+            start = time.time()
+            fit_resumable(
+                model, args,
+                lambda step: epoch_batches(len(train_set), batch_size, settings["seed"],
+                                           train_set.batch, start=step,
+                                           with_epoch=self.WITH_EPOCH, replicas=replicas),
+                per_epoch, epochs, validation, replicas,
+                _engine.ScoresHook(("accuracy",), self.accuracy_hook(trained, splits, val_name)))
+        print(f"[train] done ({time.time() - start:.0f} s in this command)")
+        if replicas.is_chief:  # every metric's history
+            write_json(run.file("train_summary.json"),
+                       {k: v for k, v in history_from_csv(run.file("history.csv")).items()
+                        if k != "epoch"})
+        if args.no_eval:
+            return model
+        if replicas.num_processes > 1:
+            # Prediction there would need every process's part of every
+            # batch: `evaluate` on the run folder, one process, scores the
+            # checkpoint instead.
+            if replicas.is_chief:
+                print(f"[eval] not after training on {replicas.num_processes} processes: run "
+                      f"`evaluate --output_dir {args.output_dir}` (one process)")
+            return model
+        if replicas.strategy is None:
+            print("[model] the trained model in memory")
+            return self.evaluate(trained, splits)
+        # TensorFlow's MirroredStrategy models' `predict_on_batch` runs the
+        # whole batch on every replica and concatenates the outputs (3.15).
+        print("[model] the newest checkpoint, on one device (a MirroredStrategy model would "
+              "predict every batch on every replica)")
+        return self.evaluate(None, splits)
+
+    def accuracy_hook(self, trained, splits, val_name):
+        """The validation score `--early_stopping accuracy` watches (percent,
+        `accuracy`), computed only when asked."""
+        def compute(model):
+            if val_name is None:
+                raise _cli.UsageError("--early_stopping accuracy needs validation data")
+            return {"accuracy": self.accuracy(Trained(model, trained.vocabs, trained.settings,
+                                                      trained.hparams), splits[val_name])}
+
+        return compute
+
+    # ------------------------------------------------------ predicting
+
+    def predict_split(self, trained, split):
+        """The predictions of every record of `split` (`decode`), in
+        batches of --predict_batch_size."""
+        encoded = self.encode(split, trained)
+        size = self.args.predict_batch_size
+        predicted = []
+        for begin in range(0, len(split), size):
+            rows = np.arange(begin, min(len(split), begin + size))
+            # Padded to the batch size: one compiled program for every batch.
+            inputs = encoded.inputs(np.concatenate([rows, np.full(size - len(rows),
+                                                                  rows[-1])]))
+            outputs = trained.model.predict_on_batch(inputs)
+            predicted.extend(self.decode(trained, split, rows, inputs, outputs))
+        return predicted
+
+    def results(self, split, predicted):
+        """Hook: the results JSON of `predicted` (default: answers)."""
+        return [{"question_id": r.question_id, "answer": a}
+                for r, a in zip(split.records, predicted)]
+
+    def result_line(self, result):
+        """Hook: `predict`'s stdout line of one result."""
+        return f"{result['question_id']}\t{result['answer']}"
+
+    def eval_names(self):
+        """Hook: the splits `evaluate` reads (its baselines may need train)."""
+        return tuple(dict.fromkeys((self.args.split, "train")))
+
+    def evaluate(self, trained=None, splits=None):
+        """Predicts the --split records and scores them next to the task's
+        baselines (`report`): DIR/<split>_results.json, <split>_scores.json,
+        the score table on stdout.
+
+        Returns:
+            The model's scores.
+        """
+        args = self.args
+        trained = trained or self.load_trained()
+        if splits is None or args.split not in splits:
+            splits = self.load_splits(self.eval_names())
+        split = self.the_split(splits, scored=True)
+        start = time.time()
+        predicted = self.predict_split(trained, split)
+        print(f"[eval] {len(split)} {args.split} {self.ITEMS} {self.DONE} in "
+              f"{time.time() - start:.0f} s")
+        results, scores, lines = self.report(split, splits, predicted, trained)
+        write_json(self.output_file(f"{args.split}_results.json"), results)
+        for line in lines:
+            _cli.emit(line)
+        return scores
+
+    def output_file(self, name):
+        return os.path.join(self.args.output_dir, name)
+
+    def predict_records(self):
+        """Hook: the split `predict` reads (default: --split)."""
+        return self.the_split(self.load_splits((self.args.split,)))
+
+    def predict(self):
+        """The prediction of every record of `predict_records`: JSON in
+        --output_file, else one stdout line each."""
+        trained = self.load_trained()
+        split = self.predict_records()
+        results = self.results(split, self.predict_split(trained, split))
+        if self.args.output_file:
+            write_json(self.args.output_file, results)
+            print(f"[predict] {len(results)} {self.PREDICTED} -> {self.args.output_file}")
+        else:
+            for result in results:
+                _cli.emit(self.result_line(result))
+        return results
+
+    # -------------------------------------------------------- pictures
+
+    def real_images(self, records):
+        """Hook: the images of real data's `records` (from --images)."""
+        from recipes import _world
+
+        return _world.images_by_id(self.args.images, [r.image_id for r in records])
+
+    def visualize(self):
+        """One PNG per record of the first of --split (`draw`), in
+        DIR/<PICTURES>; one `path<TAB>text` line each on stdout."""
+        from keras_structattn.tasks import attention_maps
+        from recipes import _world
+        from recipes._run import write_atomically
+
+        args = self.args
+        trained = self.load_trained()
+        chosen = self.the_split(self.load_splits((args.split,))).head(
+            getattr(args, f"num_{self.ITEMS}"))
+        predicted = self.predict_split(trained, chosen)
+        if not self.data_given:
+            images = _world.scene_images(_world.folder_of(args), chosen.name,
+                                         [r.image_id for r in chosen.records])
+        elif not args.images:
+            raise _cli.UsageError("visualize needs --images, the folder of the split's images")
+        else:
+            images = self.real_images(chosen.records)
+        folder = os.path.join(args.output_dir, self.PICTURES)
+        os.makedirs(folder, exist_ok=True)
+        encoded = self.encode(chosen, trained)
+        written = []
+        for k, (prediction, image) in enumerate(zip(predicted, images)):
+            picture, name, text = self.draw(trained, encoded, k, prediction, image,
+                                            attention_maps)
+            path = os.path.join(folder, f"{name}.png")
+            write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
+            written.append(path)
+            _cli.emit(f"{path}\t{text}")
+        print(f"[visualize] {len(written)} {self.ITEMS} -> {folder}")
+        return written
+
+
+class RegionEncoded:
+    """A split as the inputs of a region model: the texts' word ids, the
+    images' regions read per batch.
+
+    Args:
+        task: the `RegionTask`.
+        split: the `Split` (a region store).
+        trained: the run's `Trained`.
+    """
+
+    def __init__(self, task, split, trained):
+        from keras_structattn.tasks.vqa.vqa import question_batch
+
+        self.split, self.trained, self.hparams = split, trained, trained.hparams
+        self.text_key = task.TEXT_KEY
+        self.texts = question_batch([r.tokens for r in split.records], trained.vocabs["words"],
+                                    getattr(self.hparams, task.TEXT_LENGTH))
+
+    def __len__(self):
+        return len(self.split)
+
+    def inputs(self, rows):
+        features, boxes, mask = image_features.region_batch(
+            self.split.store, [self.split.records[i].image_id for i in rows],
+            self.hparams.max_regions)  # padded to max_regions: one shape for every batch
+        return {"regions": features, "boxes": boxes, "region_mask": mask,
+                self.text_key: self.texts[rows]}
+
+
+class RegionTask(Task):
+    """A `Task` whose model reads a text (`TEXT_KEY`, `TEXT_LENGTH` word ids
+    at most) and an image's region features (VQA, grounding): the hparams
+    fitted to the regions and --word_vectors, MCAN's optimiser."""
+
+    def new_hparams(self, splits, settings, hparams, vocabs):
+        """A new run's hparams: the set's fitted to the data (the regions,
+        the word vectors' width), then --hparams; the features' width last
+        (the data fixes it). Returns `(hparams, word_vectors or None)`."""
+        store = splits[self.train_names()[0]].store
+        word_vectors = None
+        fitted = [f"max_regions={max_regions_of(store, hparams.max_regions)}"]
+        if self.args.word_vectors:
+            word_vectors = read_word_vectors(self.args.word_vectors, vocabs["words"])
+            fitted.append(f"word_dim={word_vectors.shape[1]}")
+        hparams = usage(hparams.parse(",".join(fitted)).parse, self.args.hparams)
+        decay_epochs(hparams)  # checked before the run is written
+        return hparams.parse(f"feature_dim={int(store.feature_dim)}"), word_vectors
+
+    def dummy_inputs(self, hparams, model):
+        n = hparams.max_regions
+        return {self.TEXT_KEY: np.ones((1, getattr(hparams, self.TEXT_LENGTH)), "int32"),
+                "regions": np.zeros((1, n, hparams.feature_dim), "float32"),
+                "boxes": np.zeros((1, n, 4), "float32"), "region_mask": np.ones((1, n), bool)}
+
+    def read_split(self, name, records, features, describe):
+        """The `Split` of `records` whose images the features file or folder
+        has; `describe(record)` names a record in the error."""
+        store = image_features.open_features(features, "regions")
+        kept = with_features(
+            name, records, lambda r: None if r.image_id in store else
+            f"{features}: no features for image {r.image_id} ({describe(r)})",
+            self.args.skip_invalid, self.ITEMS)
+        return Split(name, kept, store)

@@ -7,40 +7,18 @@
     python -m recipes.grounding visualize [--num_expressions 8]   # PNG per expression
 
 The model (`models/vqa/muan.py`, docs/grounding.md) is MUAN's grounding
-architecture (Yu et al., 2019, arXiv:1908.04107, Sec. III-B): the
-expression's words and the region proposals go through a stack of unified
-attention blocks; each proposal gets a ranking score and a refinement of
-its box. Training: the KL divergence from the proposals' IoU-derived
-target distribution to the softmax of the scores (Eq. 12) plus 0.5 x a
-smooth-L1 box regression (Eq. 13). The prediction is the top proposal's
-refined box; it is correct when its IoU with the referred box is > 0.5.
+architecture (arXiv:1908.04107, Sec. III-B): each region proposal gets a
+ranking score and a refinement of its box, trained with the KL divergence
+to the proposals' IoU-derived target (--target) plus a smooth-L1 box
+regression. The prediction, the top proposal's refined box, is correct at
+IoU > 0.5 with the referred box.
 
 With no data flags it generates Shapes world referring expressions
-(keras_structattn.data.shapes_world: "the small red circle", "the square
-left of the blue disc", ... cached under DIR/shapes_world, written as
-RefCOCO refs + COCO instances) and trains `muan_grounding_tiny` on its
-region features, printing the accuracy next to the biggest-box baseline.
-
-Real RefCOCO / RefCOCO+ / RefCOCOg: --refs (the refer toolkit's
-`refs(unc).p` pickle, a trusted local file, or the same records as JSON),
---instances (COCO `instances.json`), --features: a folder of per-image
-.npz region proposals (`features` [N, C], `boxes` [N, 4], `image_w`,
-`image_h`), or one .npz/.h5; --train_split/--val_split/--split name the
-refs' splits (RefCOCO: train, val, testA, testB).
-
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch over the devices (JAX: also across hosts
-with --coordinator_address/--num_processes/--process_id; TensorFlow: one
-machine, steps without XLA). The batch is the global one and must split
-evenly; the validation expressions are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
-
-Everything lives in --output_dir (settings, hparams, vocabulary,
-checkpoints that resume after a kill, history.csv, TensorBoard logs).
-Results go to stdout, everything else to stderr; errors are one line
-(--debug for the traceback), exit status 2 for a bad command line, 1 for
-a failure.
+(cached under DIR/shapes_world as RefCOCO refs + COCO instances), trains
+`muan_grounding_tiny` and prints the accuracy next to the biggest-box
+baseline. Real RefCOCO / RefCOCO+ / RefCOCOg: --refs, --instances,
+--features; --train_split/--val_split/--split name the refs' splits
+(docs/grounding.md, "The recipe").
 """
 
 import os
@@ -52,28 +30,19 @@ DEFAULT_OUTPUT_DIR = os.path.join("runs", "grounding_shapes_world")
 COMMANDS = ("train", "evaluate", "predict", "visualize")
 # What --early_stopping may watch (each as val_<metric>).
 VALIDATION_METRICS = ("loss", "accuracy")
-RUN_COMMANDS = ("evaluate", "predict", "visualize")
 RUN_DEFAULTS = dict(hparams_set=None, seed=1, target="iou", iou_threshold=0.5)
-WORLD_SET, PAPER_SET = "muan_grounding_tiny", "muan_grounding_base"
+# The hparams set of a new run on Shapes world / on real data (no --model:
+# one architecture, under the key None).
+WORLD_SETS, PAPER_SETS = {None: "muan_grounding_tiny"}, {None: "muan_grounding_base"}
 
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser = _cli.ArgumentParser(
-        hparams_model_types=("grounding",),
-        prog="python -m recipes.grounding",
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("\n", 1)[1],
-    )
-    _cli.add_command_argument(parser, COMMANDS)
-    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
-    run = parser.add_argument_group(
-        "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
-    run.add_argument("--hparams_set", default=None,
-                     help=f"default {WORLD_SET} on Shapes world, {PAPER_SET} on real data")
-    run.add_argument("--hparams", default="",
-                     help='comma-separated overrides, e.g. "num_layers=2,qk_gate=False"')
-    run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
+    parser, run = _cli.vl_parser(
+        __doc__, "python -m recipes.grounding", "grounding", COMMANDS, DEFAULT_OUTPUT_DIR,
+        RUN_DEFAULTS, hparams_example="num_layers=2,qk_gate=False",
+        hparams_set_help=f"default {WORLD_SETS[None]} on Shapes world, {PAPER_SETS[None]} "
+        "on real data")
     run.add_argument("--target", choices=("iou", "paper"), default=None,
                      help="the ranking target over the proposals: their IoU with the referred "
                      "box normalised to sum to 1 (default), or the paper's softmax of the IoUs "
@@ -91,29 +60,16 @@ def build_parser():
                       "boxes [N, 4], image_w, image_h), or one .npz/.h5")
     data.add_argument("--train_split", default="train", help="the refs' training split")
     data.add_argument("--val_split", default="val", help="the refs' validation split")
-    data.add_argument("--word_vectors", type=_cli.input_file,
-                      help="GloVe-format text file to initialise the word embeddings")
-    data.add_argument("--skip_invalid", action="store_true",
-                      help="skip (and count) malformed refs and images without features "
-                      "instead of stopping at the first")
+    _cli.add_vl_data_flags(data, "refs", word_vectors=True)
     _world.add_world_flags(data)
 
-    _cli.add_epoch_training_flags(parser, VALIDATION_METRICS)
-    _cli.add_distribution_flags(parser)
-
-    out = parser.add_argument_group("evaluation, prediction and pictures")
-    out.add_argument("--split", default="test",
-                     help="evaluate / predict / visualize: the refs' split (default test)")
-    out.add_argument("--predict_batch_size", type=_cli.positive_int, default=256)
-    out.add_argument("--weights", type=_cli.input_file,
-                     help="weights to use (default: the newest checkpoint)")
-    out.add_argument("--output_file", type=_cli.output_file,
-                     help="predict: JSON [{ref_id, sent_id, image_id, bbox [x, y, w, h] "
-                     "pixels}] (default: stdout, one line per expression)")
-    out.add_argument("--num_expressions", type=_cli.positive_int, default=8,
-                     help="visualize: expressions to draw")
-    out.add_argument("--images", type=_cli.input_folder,
-                     help="visualize (real data): the folder of the images")
+    _cli.add_vl_command_flags(
+        parser, VALIDATION_METRICS, "default: the hparams' epochs",
+        title="evaluation, prediction and pictures",
+        split_choices=None, split_commands="evaluate / predict / visualize",
+        predict_batch_size=256, drawn="expressions",
+        output_file_help="predict: JSON [{ref_id, sent_id, image_id, bbox [x, y, w, h] "
+        "pixels}] (default: stdout, one line per expression)")
     return parser
 
 
@@ -124,23 +80,13 @@ def data_flags_given(args):
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if args.command != "train" and args.distribute != "none":
-        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     if bool(args.refs) != bool(args.instances):
         raise _cli.UsageError("give --refs and --instances together")
     if args.refs and not args.features:
         raise _cli.UsageError("real refs need their region proposals: give --features")
-    if args.command in RUN_COMMANDS:
-        from recipes._run import RunFolder
-
-        RunFolder(args.output_dir).require_run(args.command)
 
 
 def main(argv=None):
-    """Runs the recipe: `python -m recipes.grounding [command] [flags]`.
-
-    Returns:
-        What the command returns (used by tests).
-    """
+    """Runs `python -m recipes.grounding [command] [flags]`; returns what the command returns."""
     return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
-                        check=check_args)
+                        check=_cli.vl_check(check_args))

@@ -7,47 +7,19 @@
     python -m recipes.textvqa score     --annotations A.json --results R.json [--output S.json]
     python -m recipes.textvqa visualize [--num_questions 8]   # OCR boxes and spatial heads, PNG
 
-Models (`models/textvqa/m4c.py`, docs/textvqa.md): M4C (Hu et al., 2020,
-arXiv:1911.06258: a multimodal transformer over the question, the objects,
-the OCR tokens and the previous predictions, answering word by word from
-a vocabulary or by pointing at an OCR token) and SA-M4C (Kant et al., 2020,
-arXiv:2007.12146: its upper layers attend, head by head, along the spatial
-relations between the object and OCR boxes; `--graph random` gives every
-pair a random relation, the paper's control).
+Models (`models/textvqa/m4c.py`, docs/textvqa.md): M4C (arXiv:1911.06258:
+a multimodal transformer answering word by word from a vocabulary or by
+pointing at an OCR token) and SA-M4C (arXiv:2007.12146: upper layers
+attending along the spatial relations of the boxes; `--graph random`, the
+paper's control).
 
-With no data flags it generates Shapes world scene text (keras_structattn.
-data.shapes_world: signs on and around shapes; "what is written on the
-blue square?", "what word is left of the red circle?", "what shape has the
-word cafe on it?"; 10 answers each; written as an mmf imdb under
-DIR/shapes_world), trains `<model>_tiny` and prints the TextVQA accuracy
-and ANLS per question type next to the generator's baselines.
-
-Real TextVQA: --imdb_train/--imdb_val/--imdb_test (mmf imdb `.npy`:
-question tokens, OCR tokens and boxes, 10 answers, image id),
---object_features and --ocr_features: folders of per-image `.npz` named by
-the image id (objects: `features` [N, C], `boxes` [N, 4] normalised or
-pixels with `image_w`/`image_h`; OCR: `features` [T, C], one row per OCR
-token of the imdb, in its order; an imdb whose entries name a stacked
-`feature_path` `.npz` and a `feature_index`, as Shapes world's, needs
-neither); --fasttext: a local FastText `.vec` file
-for the OCR tokens' word vectors (PHOC, 604 dims, is always computed);
---answer_vocab: M4C's answer word list (one word per line, `<pad>`, `<s>`,
-`</s>` first), else built from the training answers.
-
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch over the devices (JAX: also across hosts
-with --coordinator_address/--num_processes/--process_id; TensorFlow: one
-machine, steps without XLA). The batch is the global one and must split
-evenly; the validation questions are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
-
-Everything lives in --output_dir: the settings (run.json), hparams, the
-vocabularies, per-epoch checkpoints (written atomically: a killed `train`
-resumes from its last checkpoint when run again), history.csv and
-TensorBoard logs. Results go to stdout, everything else to stderr; errors
-are one line (--debug for the traceback), exit status 2 for a bad command
-line, 1 for a failure.
+With no data flags it generates Shapes world scene text (written as an mmf
+imdb under DIR/shapes_world), trains `<model>_tiny` and prints the
+TextVQA accuracy and ANLS per question type next to the baselines. Real
+TextVQA: --imdb_train/_val/_test (mmf imdb `.npy`), --object_features and
+--ocr_features (per-image `.npz` folders; not needed when the imdb names
+stacked feature files), --fasttext for the OCR tokens' word vectors,
+--answer_vocab (docs/textvqa.md, "Data").
 """
 
 import os
@@ -61,7 +33,6 @@ GRAPHS = ("spatial", "random")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
 # What --early_stopping may watch (each as val_<metric>).
 VALIDATION_METRICS = ("loss", "accuracy")
-RUN_COMMANDS = ("evaluate", "predict", "visualize")
 SPLITS = ("train", "val", "test")
 RUN_DEFAULTS = dict(model="m4c", graph="spatial", hparams_set=None, seed=1)
 WORLD_SETS = {"m4c": "m4c_tiny", "sa_m4c": "sa_m4c_tiny"}
@@ -71,32 +42,18 @@ ANLS_MODES = ("st_vqa", "mmf")
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser = _cli.ArgumentParser(
-        hparams_model_types=("textvqa",),
-        prog="python -m recipes.textvqa",
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("\n", 1)[1],
-    )
-    _cli.add_command_argument(parser, COMMANDS)
-    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
-    run = parser.add_argument_group(
-        "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
-    run.add_argument("--model", choices=MODELS, default=None,
-                     help=f"default {RUN_DEFAULTS['model']}")
+    parser, run = _cli.vl_parser(
+        __doc__, "python -m recipes.textvqa", "textvqa", COMMANDS, DEFAULT_OUTPUT_DIR,
+        RUN_DEFAULTS, models=MODELS, hparams_example="num_layers=2,learning_rate=2e-4",
+        hparams_set_help="default <model>_tiny on Shapes world, <model>_base on real data")
     run.add_argument("--graph", choices=GRAPHS, default=None,
                      help="sa_m4c: the relation graph: the spatial graph of the boxes "
                      "(default) or a random label per pair (the paper's control)")
-    run.add_argument("--hparams_set", default=None,
-                     help="default <model>_tiny on Shapes world, <model>_base on real data")
-    run.add_argument("--hparams", default="",
-                     help='comma-separated overrides, e.g. "num_layers=2,learning_rate=2e-4"')
-    run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
 
     data = parser.add_argument_group("data (default: generated Shapes world)")
     for split in SPLITS:
         data.add_argument(f"--imdb_{split}", type=_cli.input_file,
-                          help="mmf TextVQA imdb (.npy) of the training split"
-                          if split == "train" else None)
+                          help=f"mmf TextVQA imdb (.npy) of the {split} split")
     data.add_argument("--object_features", type=_cli.input_folder,
                       help="folder of per-image .npz object features (features [N, C], "
                       "boxes [N, 4]) named by image id")
@@ -110,38 +67,22 @@ def build_parser():
                       help="answer word list, one per line (M4C's "
                       "fixed_answer_vocab_textvqa_5k.txt); default: the training answers' "
                       "words")
-    data.add_argument("--skip_invalid", action="store_true",
-                      help="skip (and count) malformed imdb entries and images without "
-                      "features instead of stopping at the first")
+    _cli.add_vl_data_flags(data, "imdb entries")
     _world.add_world_flags(data, train=1500, val=150, test=400)
 
-    _cli.add_epoch_training_flags(
-        parser, VALIDATION_METRICS, "default: the hparams' epochs (89 for the papers')")
-    _cli.add_distribution_flags(parser)
-
-    out = parser.add_argument_group("evaluation, prediction and scoring")
-    out.add_argument("--split", choices=SPLITS, default="test",
-                     help="evaluate / visualize: the split")
-    out.add_argument("--predict_batch_size", type=_cli.positive_int, default=128)
-    out.add_argument("--weights", type=_cli.input_file,
-                     help="weights to use (default: the newest checkpoint)")
+    out = _cli.add_vl_command_flags(
+        parser, VALIDATION_METRICS, "default: the hparams' epochs (89 for the papers')",
+        title="evaluation, prediction and scoring",
+        split_choices=SPLITS, split_commands="evaluate / visualize",
+        predict_batch_size=128, drawn="questions",
+        output_file_help="predict: results JSON [{question_id, answer}] (default: stdout, "
+        "one `question_id<TAB>answer` line per question)")
     out.add_argument("--imdb", type=_cli.input_file, help="predict: the questions' imdb")
-    out.add_argument("--output_file", type=_cli.output_file,
-                     help="predict: results JSON [{question_id, answer}] (default: stdout, "
-                     "one `question_id<TAB>answer` line per question)")
-    out.add_argument("--annotations", type=_cli.input_file,
-                     help="score: TextVQA annotation JSON ({\"data\": [...]}) or an imdb")
-    out.add_argument("--results", type=_cli.input_file,
-                     help="score: results JSON [{question_id, answer}]")
-    out.add_argument("--output", type=_cli.output_file,
-                     help="score: also write {accuracy, anls, per_question} JSON here")
+    _cli.add_vl_score_flags(out, 'TextVQA annotation JSON ({"data": [...]}) or an imdb',
+                            "also write {accuracy, anls, per_question} JSON here")
     out.add_argument("--anls", choices=ANLS_MODES, default="st_vqa",
                      help="ANLS as ST-VQA defines it (default) or as mmf's evaluator "
                      "computes it (docs/textvqa_metrics.md)")
-    out.add_argument("--num_questions", type=_cli.positive_int, default=8,
-                     help="visualize: questions to draw")
-    out.add_argument("--images", type=_cli.input_folder,
-                     help="visualize (real data): the folder of the split's images")
     return parser
 
 
@@ -152,8 +93,6 @@ def data_flags_given(args):
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if args.command != "train" and args.distribute != "none":
-        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     if args.command == "score":
         if not (args.annotations and args.results):
             raise _cli.UsageError("score needs --annotations and --results")
@@ -164,17 +103,9 @@ def check_args(args):
         raise _cli.UsageError("--graph is for --model sa_m4c (M4C has no relation graph)")
     if bool(args.object_features) != bool(args.ocr_features):
         raise _cli.UsageError("give --object_features and --ocr_features together")
-    if args.command in RUN_COMMANDS:
-        from recipes._run import RunFolder
-
-        RunFolder(args.output_dir).require_run(args.command)
 
 
 def main(argv=None):
-    """Runs the recipe: `python -m recipes.textvqa [command] [flags]`.
-
-    Returns:
-        What the command returns (used by tests).
-    """
+    """Runs `python -m recipes.textvqa [command] [flags]`; returns what the command returns."""
     return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
-                        check=check_args)
+                        check=_cli.vl_check(check_args))

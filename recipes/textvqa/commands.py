@@ -1,13 +1,12 @@
-"""The commands of the TextVQA recipe (flags: `recipes.textvqa`).
+"""The commands of the TextVQA recipe (flags: `recipes.textvqa`):
+`TextVQATask`, the hooks of `recipes._vl.Task`, and `score`.
 
-Each command is `command(args)` with the parsed flags; `run(args)` picks
-it. Status goes to stderr (`print`, which `recipes._cli.execute` points
+Status goes to stderr (`print`, which `recipes._cli.execute` points
 there), results to stdout (`_cli.emit`).
 """
 
 import collections
 import os
-import time
 
 import keras
 import numpy as np
@@ -17,24 +16,17 @@ from keras_structattn.metrics import textvqa as textvqa_metrics
 from keras_structattn.ops import relation_tables
 from keras_structattn.ops import spatial_graph
 from keras_structattn.tasks.textvqa import textvqa as textvqa_data
+from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
 from keras_structattn.tasks.textvqa.phoc import phoc
 from keras_structattn.tasks.vqa.vqa import question_batch
 from models.textvqa import m4c as m4c_models
 from recipes import _cli
 from recipes import _vl
 from recipes import _world
-from recipes._run import write_atomically
-from recipes._run import write_json
-from recipes.textvqa import PAPER_SETS
-from recipes.textvqa import RUN_DEFAULTS
-from recipes.textvqa import SPLITS
-from recipes.textvqa import WORLD_SETS
-from recipes.textvqa import data_flags_given
+from recipes import textvqa
 from recipes.textvqa.features import FeatureError
 from recipes.textvqa.features import ImageFeatures
 
-QUESTION_VOCAB = "question_vocab.json"
-ANSWER_VOCAB = "answer_vocab.txt"
 BASELINES = {
     "majority": "the majority answer of the question's type in the training split",
     "first_ocr": "the image's first OCR token",
@@ -43,170 +35,203 @@ BASELINES = {
 
 def run(args):
     """Runs `args.command`; returns what it returns."""
-    return {
-        "train": train,
-        "evaluate": evaluate,
-        "predict": predict,
-        "score": score,
-        "visualize": visualize,
-    }[args.command](args)
-
-
-# -------------------------------------------------------------------- data
-
-
-class Split:
-    """One split: its records and where their features are."""
-
-    def __init__(self, name, records, features, path):
-        self.name, self.records, self.features, self.path = name, records, features, path
-
-
-def read_split(name, path, args):
-    """A `Split` from an imdb; entries whose features are missing or
-    malformed are an error naming the file and question, or with
-    --skip_invalid skipped and counted."""
-    records, report = textvqa_data.read_imdb(path, skip_invalid=args.skip_invalid)
-    print(f"[data] {name}: {report.summary()}")
-    features = ImageFeatures(path, args.object_features, args.ocr_features)
-    kept, skipped, first = [], 0, None
-    for record in records:
-        try:
-            features.of(record)
-        except FeatureError as error:
-            if not args.skip_invalid:
-                raise
-            skipped, first = skipped + 1, first or str(error)
-            continue
-        kept.append(record)
-    if skipped:
-        print(f"[data] {name}: {skipped} questions skipped for their features (first: {first})")
-    if not kept:
-        raise ValueError(f"{path}: no question left to use")
-    return Split(name, kept, features, path)
-
-
-def load_splits(args, needed):
-    """`{split: Split}` of the splits in `needed` that the data has
-    (Shapes world generated or reused when no data flag is given)."""
-    if data_flags_given(args):
-        paths = {s: getattr(args, f"imdb_{s}") for s in SPLITS}
-    else:
-        folder = _world.ensure_world(args, tasks="textvqa", default_seed=RUN_DEFAULTS["seed"])
-        paths = {s: os.path.join(folder, "textvqa", f"imdb_{s}.npy") for s in SPLITS}
-    return {name: read_split(name, paths[name], args) for name in needed if paths.get(name)}
+    if args.command == "score":
+        return score(args)
+    return TextVQATask(args, textvqa.data_flags_given(args)).run()
 
 
 def question_tokens(record):
     return [t.lower() for t in record.question_tokens]
 
 
-# ------------------------------------------------------------------- model
+class TextVQATask(_vl.Task):
+    """TextVQA: M4C and SA-M4C decode the answer word by word, from the
+    answer vocabulary or by copying an OCR token; TextVQA accuracy and
+    ANLS."""
 
+    MODEL_TYPE = m4c_models.MODEL_TYPE
+    RUN_DEFAULTS = textvqa.RUN_DEFAULTS
+    WORLD_SETS, PAPER_SETS = textvqa.WORLD_SETS, textvqa.PAPER_SETS
+    VOCAB_FILES = {"words": ("question_vocab.json", WordVocab.load),
+                   "answers": ("answer_vocab.txt", textvqa_data.AnswerWordVocab.from_file)}
+    WITH_EPOCH = True  # one of a question's answer sequences drawn per epoch
 
-def resolve_run(args):
-    """`(run, settings, hparams)` (see `_vl.resolve_run`)."""
-    given = dict(model=args.model, graph=args.graph, hparams_set=args.hparams_set)
-    run, settings, hparams = _vl.resolve_run(
-        args, given, RUN_DEFAULTS, m4c_models.MODEL_TYPE,
-        lambda s: (PAPER_SETS if data_flags_given(args) else WORLD_SETS)[s["model"]])
-    if hparams.architecture != settings["model"]:
-        raise _cli.UsageError(f"--hparams_set {settings['hparams_set']} is a "
-                              f"{hparams.architecture} set, not {settings['model']}")
-    if settings["model"] == "m4c" and settings["graph"] != "spatial":
-        raise _cli.UsageError("--graph is for --model sa_m4c (M4C has no relation graph)")
-    return run, settings, hparams
+    def check_run(self, settings):
+        if settings["model"] == "m4c" and settings["graph"] != "spatial":
+            raise _cli.UsageError("--graph is for --model sa_m4c (M4C has no relation graph)")
 
+    # ----------------------------------------------------------------- data
 
-def dummy_inputs(hparams, spatial):
-    n, t, q = hparams.max_objects, hparams.max_ocr, hparams.max_question_length
-    inputs = {"question": np.ones((1, q), "int32"),
-              "objects": np.zeros((1, n, hparams.object_feature_dim), "float32"),
-              "object_boxes": np.zeros((1, n, 4), "float32"),
-              "object_mask": np.ones((1, n), bool),
-              "ocr": np.zeros((1, t, hparams.ocr_feature_dim), "float32"),
-              "ocr_boxes": np.zeros((1, t, 4), "float32"),
-              "ocr_mask": np.ones((1, t), bool),
-              "previous": np.ones((1, hparams.num_steps), "int32")}
-    if spatial:
-        length = q + n + t + hparams.num_steps
-        inputs["relations"] = np.zeros((1, length, length), "int32")
-    return inputs
+    def read_split(self, name, path):
+        """A `Split` from an imdb; entries whose features are missing or
+        malformed are an error naming the file and question, or with
+        --skip_invalid skipped and counted."""
+        args = self.args
+        records, report = textvqa_data.read_imdb(path, skip_invalid=args.skip_invalid)
+        print(f"[data] {name}: {report.summary()}")
+        features = ImageFeatures(path, args.object_features, args.ocr_features)
 
+        def problem(record):
+            try:
+                features.of(record)
+            except FeatureError as error:
+                return str(error)
+            return None
 
-def build_model(hparams, question_vocab, answer_vocab, seed=None):
-    """The model of `hparams`, built on a batch of zeros."""
-    model = m4c_models.M4C.from_hparams(hparams, question_vocab.vocab_size, answer_vocab.size,
-                                        seed=seed)
-    model(dummy_inputs(hparams, model.spatial))
-    return model
+        kept = _vl.with_features(name, records, problem, args.skip_invalid)
+        if not kept:
+            raise ValueError(f"{path}: no question left to use")
+        return _vl.Split(name, kept, features)
 
-
-def _feature_dims(split, fasttext_dim):
-    objects, _, ocr = split.features.of(split.records[0])
-    return objects.shape[1], fasttext_dim + textvqa_phoc_dim() + ocr.shape[1]
-
-
-def textvqa_phoc_dim():
-    from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
-
-    return PHOC_DIM
-
-
-def prepare_run(args, run, settings, hparams, splits, resuming, write=True):
-    """The vocabularies, hparams and built model of a training run; a new
-    run's files are committed once its model has been built, by the chief
-    process only (`write`). `resuming`: whether the folder held the run
-    when `resolve_run` read it (see `recipes.vqa.commands.prepare_run`)."""
-    train_split = splits["train"]
-    if resuming:
-        question_vocab = WordVocab.load(run.file(QUESTION_VOCAB))
-        answer_vocab = textvqa_data.AnswerWordVocab.from_file(run.file(ANSWER_VOCAB))
-        print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
-    else:
-        question_vocab = WordVocab.build([question_tokens(r) for r in train_split.records],
-                                         min_count=1)
-        if args.answer_vocab:
-            answer_vocab = textvqa_data.AnswerWordVocab.from_file(args.answer_vocab)
+    def load_splits(self, needed):
+        """`{split: Split}` of the splits in `needed` that the data has
+        (Shapes world generated or reused when no data flag is given)."""
+        if self.data_given:
+            paths = {s: getattr(self.args, f"imdb_{s}") for s in textvqa.SPLITS}
         else:
-            answer_vocab = textvqa_data.AnswerWordVocab.from_answers(
-                [r.answers for r in train_split.records], min_count=hparams.min_answer_count)
-        settings["fasttext"] = args.fasttext
-        fasttext_dim = 0
-        if args.fasttext:
-            fasttext_dim = OcrWordVectors(args.fasttext, []).dim
-        object_dim, ocr_dim = _feature_dims(train_split, fasttext_dim)
-        # Fitted to the data where it needs less (Shapes world: 8 shapes,
-        # questions of at most 13 words): padding would only cost time.
-        most = max(len(train_split.features.of(r)[0]) for r in train_split.records[:2000])
-        longest = max(len(question_tokens(r)) for r in train_split.records)
-        fitted = [f"object_feature_dim={object_dim}", f"ocr_feature_dim={ocr_dim}",
+            folder = _world.ensure_world(self.args, tasks="textvqa",
+                                         default_seed=textvqa.RUN_DEFAULTS["seed"])
+            paths = {s: os.path.join(folder, "textvqa", f"imdb_{s}.npy")
+                     for s in textvqa.SPLITS}
+        return {name: self.read_split(name, paths[name]) for name in needed if paths.get(name)}
+
+    def no_split(self, name):
+        return f"no annotated {name} questions: give --imdb_{name}"
+
+    def predict_records(self):
+        return self.read_split("questions", self.args.imdb)
+
+    def tokens(self, record):
+        return question_tokens(record)
+
+    # ---------------------------------------------------------------- model
+
+    def new_vocabs(self, splits, settings, hparams):
+        """The training questions' words; --answer_vocab, else the training
+        answers' words."""
+        records = splits["train"].records
+        if self.args.answer_vocab:
+            answers = textvqa_data.AnswerWordVocab.from_file(self.args.answer_vocab)
+        else:
+            answers = textvqa_data.AnswerWordVocab.from_answers(
+                [r.answers for r in records], min_count=hparams.min_answer_count)
+        return {"words": self.word_vocab(splits["train"]), "answers": answers}
+
+    def describe_vocabs(self, vocabs, settings):
+        return (f"{vocabs['words'].vocab_size} question word ids, {vocabs['answers'].size} "
+                "answer words")
+
+    def new_hparams(self, splits, settings, hparams, vocabs):
+        """A new run's hparams: the features' widths, fewer objects and
+        question words where the data has fewer (Shapes world: 8 shapes,
+        questions of at most 13 words: padding would only cost time), then
+        --hparams. --fasttext becomes a run setting."""
+        train = splits["train"]
+        settings["fasttext"] = self.args.fasttext
+        fasttext_dim = OcrWordVectors(self.args.fasttext, []).dim if self.args.fasttext else 0
+        objects, _, ocr = train.store.of(train.records[0])
+        most = max(len(train.store.of(r)[0]) for r in train.records[:2000])
+        longest = max(len(question_tokens(r)) for r in train.records)
+        fitted = [f"object_feature_dim={objects.shape[1]}",
+                  f"ocr_feature_dim={fasttext_dim + PHOC_DIM + ocr.shape[1]}",
                   f"max_objects={min(hparams.max_objects, max(1, most))}",
                   f"max_question_length={min(hparams.max_question_length, max(1, longest))}"]
-        hparams = _vl.usage(hparams.parse(",".join(fitted)).parse, args.hparams)
-    print(f"[hparams] {settings['hparams_set']}: {hparams}")
-    keras.utils.set_random_seed(settings["seed"])
-    model = build_model(hparams, question_vocab, answer_vocab, settings["seed"])
-    if not resuming and write:
-        run.commit(settings, {_vl.HPARAMS_FILE: hparams.to_json() + "\n",
-                              QUESTION_VOCAB: question_vocab.save,
-                              ANSWER_VOCAB: answer_vocab.save})
-        print(f"[run] new run in {args.output_dir}: {question_vocab.vocab_size} question "
-              f"word ids, {answer_vocab.size} answer words")
-    return question_vocab, answer_vocab, hparams, model
+        return _vl.usage(hparams.parse(",".join(fitted)).parse, self.args.hparams), None
 
+    def new_model(self, hparams, vocabs, word_vectors, seed):
+        return m4c_models.M4C.from_hparams(hparams, vocabs["words"].vocab_size,
+                                           vocabs["answers"].size, seed=seed)
 
-def load_trained(args):
-    """`(model, question_vocab, answer_vocab, settings, hparams)` with the
-    weights to use."""
-    run, settings, hparams = resolve_run(args)
-    question_vocab = WordVocab.load(run.file(QUESTION_VOCAB))
-    answer_vocab = textvqa_data.AnswerWordVocab.from_file(run.file(ANSWER_VOCAB))
-    model = build_model(hparams, question_vocab, answer_vocab)
-    weights = _vl.newest_weights(args)
-    model.load_weights(weights)
-    print(f"[model] weights {weights}")
-    return model, question_vocab, answer_vocab, settings, hparams
+    def dummy_inputs(self, hparams, model):
+        n, t, q = hparams.max_objects, hparams.max_ocr, hparams.max_question_length
+        inputs = {"question": np.ones((1, q), "int32"),
+                  "objects": np.zeros((1, n, hparams.object_feature_dim), "float32"),
+                  "object_boxes": np.zeros((1, n, 4), "float32"),
+                  "object_mask": np.ones((1, n), bool),
+                  "ocr": np.zeros((1, t, hparams.ocr_feature_dim), "float32"),
+                  "ocr_boxes": np.zeros((1, t, 4), "float32"),
+                  "ocr_mask": np.ones((1, t), bool),
+                  "previous": np.ones((1, hparams.num_steps), "int32")}
+        if model.spatial:
+            length = q + n + t + hparams.num_steps
+            inputs["relations"] = np.zeros((1, length, length), "int32")
+        return inputs
+
+    def compile(self, model, hparams, per_epoch, replicas):
+        compile_model(model, hparams, self.args, per_epoch, replicas)
+
+    def model_name(self, settings):
+        return settings["model"] + (" (random graph)" if settings.get("graph") == "random"
+                                    else "")
+
+    def before_training(self, trained, train_set):
+        print(f"[data] {100 * train_set.coverage():.1f}% of the training questions have an "
+              "answer the vocabulary and OCR tokens can write (the others give no loss)")
+
+    def encode(self, split, trained):
+        return Encoded(split, trained)
+
+    # ---------------------------------------------------------- predicting
+
+    def decode(self, trained, split, rows, inputs, outputs):
+        """`(answer, copied OCR positions)` of each question: greedy
+        decoding (compiled, one program for every batch)."""
+        indices = keras.ops.convert_to_numpy(outputs)
+        return [m4c_models.answer_text(
+            indices[k], trained.vocabs["answers"].words,
+            split.records[row].ocr_tokens[: trained.hparams.max_ocr])
+            for k, row in enumerate(rows)]
+
+    def results(self, split, predicted):
+        return super().results(split, [answer for answer, _ in predicted])
+
+    def scores(self, split, answers):
+        return textvqa_metrics.evaluate_textvqa(
+            [{"question_id": r.question_id, "answers": list(r.answers)} for r in split.records],
+            super().results(split, answers), anls_mode=self.args.anls)
+
+    def accuracy(self, trained, split):
+        return self.scores(split, [a for a, _ in self.predict_split(trained, split)]).accuracy
+
+    def report(self, split, splits, predicted, trained):
+        """TextVQA accuracy and ANLS per question type and answer source,
+        next to the majority and first-OCR-token baselines."""
+        records = split.records
+        answers = [answer for answer, _ in predicted]
+        columns = {"model": self.scores(split, answers)}
+        baselines = {"first_ocr": [r.ocr_tokens[0] if r.ocr_tokens else "" for r in records]}
+        if "train" in splits:
+            per_type, overall = _vl.majority_answers(
+                (r.question_type, a) for r in splits["train"].records for a in r.answers)
+            baselines = {"majority": [per_type.get(r.question_type, overall) for r in records],
+                         **baselines}
+        for name, baseline in baselines.items():
+            columns[name] = self.scores(split, baseline)
+            print(f"[eval] baseline {name}: {BASELINES[name]}")
+        textvqa_metrics.write_textvqa_scores_json(
+            columns["model"], self.output_file(f"{self.args.split}_scores.json"))
+        for record, answer in list(zip(records, answers))[:5]:
+            print(f"  {record.question} -> {answer} (annotators: {record.answers[0]})")
+        return self.results(split, predicted), columns["model"], score_table(columns, records)
+
+    # ------------------------------------------------------------ pictures
+
+    def real_images(self, records):
+        return [_world.read_images(self.args.images, [f"{r.image_name or r.image_id}.jpg"],
+                                   [r.image_id])[0] for r in records]
+
+    def draw(self, trained, encoded, k, prediction, image, attention_maps):
+        """The image with its OCR boxes (copied tokens in red), lit by the
+        first answer step's attention over the objects and OCR tokens (last
+        layer, mean over heads); for SA-M4C, one panel per spatial head: the
+        boxes that head lets the copied token (else the first OCR token)
+        attend to, lit by its attention weights."""
+        record = encoded.records[k]
+        answer, copied = prediction
+        inputs, _, _ = encoded.batch(np.array([k]))
+        picture = draw_question(trained.model, trained.hparams, inputs, record, answer, copied,
+                                image, attention_maps)
+        return picture, record.question_id, f"{record.question}\t{answer}"
 
 
 # ------------------------------------------------------------------ batches
@@ -252,22 +277,22 @@ class Encoded:
     """A split as model inputs, targets made per batch.
 
     Args:
-        split: the `Split`.
-        question_vocab, answer_vocab: the run's vocabularies.
-        hparams: the run's hparams.
-        settings: the run's settings (model, graph, seed, fasttext).
+        split: the `Split` (its store: `ImageFeatures`).
+        trained: the run's `Trained` (vocabularies, hparams, settings:
+            model, graph, seed, fasttext).
     """
 
-    def __init__(self, split, question_vocab, answer_vocab, hparams, settings):
+    def __init__(self, split, trained):
+        settings, hparams = trained.settings, trained.hparams
         self.split = split
         self.records = split.records
         self.hparams = hparams
-        self.answer_vocab = answer_vocab
+        self.answer_vocab = trained.vocabs["answers"]
         self.spatial = settings["model"] == "sa_m4c"
         self.graph = settings.get("graph", "spatial")
         self.seed = settings["seed"]
         self.questions = question_batch([question_tokens(r) for r in self.records],
-                                        question_vocab, hparams.max_question_length)
+                                        trained.vocabs["words"], hparams.max_question_length)
         self.word_vectors = None
         if settings.get("fasttext"):
             self.word_vectors = OcrWordVectors(
@@ -303,7 +328,7 @@ class Encoded:
                "ocr_mask": np.zeros((b, t), bool)}
         for k, row in enumerate(rows):
             record = self.records[row]
-            objects, boxes, appearance = self.split.features.of(record)
+            objects, boxes, appearance = self.split.store.of(record)
             m = min(len(objects), n)
             out["objects"][k, :m], out["object_boxes"][k, :m] = objects[:m], boxes[:m]
             out["object_mask"][k, :m] = True
@@ -390,107 +415,7 @@ def compile_model(model, hparams, args, per_epoch, replicas=None):
         jit_compile=_vl.jit_flag(args, replicas))
 
 
-def train(args):
-    """Trains to --epochs (resuming from the newest checkpoint) on the
-    --distribute replicas, then evaluates on --split."""
-    replicas = _vl.replicas_of(args)  # first: before any TensorFlow op
-    run, settings, hparams = resolve_run(args)
-    resuming = run.holds_run
-    batch_size = _vl.global_batch_size(args, hparams, replicas)
-    needed = tuple(dict.fromkeys(("train", "val") if args.no_eval
-                                 else ("train", "val", args.split)))
-    splits = load_splits(args, needed)
-    if "train" not in splits:
-        raise _cli.UsageError("give the training questions: --imdb_train")
-    with replicas.scope():  # the model, its optimizer, metrics and checkpoint
-        question_vocab, answer_vocab, hparams, model = prepare_run(
-            args, run, settings, hparams, splits, resuming, write=replicas.is_chief)
-        epochs = args.epochs or hparams.epochs
-        train_set = Encoded(splits["train"], question_vocab, answer_vocab, hparams, settings)
-        per_epoch = _vl.steps_per_epoch(len(train_set), batch_size)
-        compile_model(model, hparams, args, per_epoch, replicas)
-        print(f"[model] {settings['model']}"
-              f"{' (random graph)' if settings.get('graph') == 'random' else ''}: "
-              f"{model.count_params():,} parameters")
-        print(f"[data] {100 * train_set.coverage():.1f}% of the training questions have an "
-              "answer the vocabulary and OCR tokens can write (the others give no loss)")
-        validation = None
-        if "val" in splits:
-            val_set = Encoded(splits["val"], question_vocab, answer_vocab, hparams, settings)
-            validation = _vl.validation_batches(len(val_set), batch_size, val_set.batch,
-                                                replicas)
-        print(f"[train] {len(train_set)} questions, {per_epoch} batches of {batch_size} per "
-              f"epoch, {epochs} epochs")
-        start = time.time()
-        def accuracy_of(model):
-            val = splits["val"]
-            predicted = answer_questions(
-                (model, question_vocab, answer_vocab, settings, hparams), val, args)
-            return textvqa_metrics.evaluate_textvqa(
-                _annotations(val.records),
-                [{"question_id": r.question_id, "answer": a}
-                 for r, (a, _) in zip(val.records, predicted)], anls_mode=args.anls).accuracy
-
-        _vl.fit_resumable(
-            model, args,
-            lambda step: _vl.epoch_batches(len(train_set), batch_size, settings["seed"],
-                                           train_set.batch, start=step, with_epoch=True,
-                                           replicas=replicas),
-            per_epoch, epochs, validation, replicas,
-            _vl.accuracy_hook("val" if "val" in splits else None, accuracy_of))
-    print(f"[train] done ({time.time() - start:.0f} s in this command)")
-    _vl.write_train_summary(run, replicas)
-    if _vl.evaluates_after_training(args, replicas):
-        trained = _vl.model_to_evaluate(
-            (model, question_vocab, answer_vocab, settings, hparams), replicas)
-        return evaluate(args, trained=trained, splits=splits)
-    return model
-
-
-# --------------------------------------------------------------- predicting
-
-
-def answer_questions(trained, split, args):
-    """`[(answer, copied OCR positions)]` of every question of `split`:
-    greedy decoding (compiled, one program for every batch)."""
-    model, question_vocab, answer_vocab, settings, hparams = trained
-    encoded = Encoded(split, question_vocab, answer_vocab, hparams, settings)
-    size = args.predict_batch_size
-    answers = []
-    for begin in range(0, len(encoded), size):
-        rows = np.arange(begin, min(len(encoded), begin + size))
-        padded = np.concatenate([rows, np.full(size - len(rows), rows[-1])])
-        indices = keras.ops.convert_to_numpy(model.predict_on_batch(encoded.inputs(padded)))
-        for k, row in enumerate(rows):
-            answers.append(m4c_models.answer_text(
-                indices[k], answer_vocab.words,
-                encoded.records[row].ocr_tokens[: hparams.max_ocr]))
-    return answers
-
-
-def majority_answers(records):
-    """The most common answer of each question type (ties: alphabetical)
-    and over all questions, from every human answer."""
-    by_type = collections.defaultdict(collections.Counter)
-    overall = collections.Counter()
-    for r in records:
-        for a in r.answers:
-            by_type[r.question_type][a] += 1
-            overall[a] += 1
-
-    def top(counter):
-        return min(counter.items(), key=lambda kv: (-kv[1], kv[0]))[0] if counter else ""
-
-    return {t: top(c) for t, c in by_type.items()}, top(overall)
-
-
-def baseline_answers(splits, records):
-    """`{name: [answer]}` of the trivial baselines over `records`."""
-    out = {"first_ocr": [r.ocr_tokens[0] if r.ocr_tokens else "" for r in records]}
-    if "train" in splits:
-        per_type, overall = majority_answers(splits["train"].records)
-        out = {"majority": [per_type.get(r.question_type, overall) for r in records], **out}
-    return out
+# ------------------------------------------------------------------ scores
 
 
 def score_table(columns, records):
@@ -519,64 +444,6 @@ def score_table(columns, records):
     return lines
 
 
-def _annotations(records):
-    return [{"question_id": r.question_id, "answers": list(r.answers)} for r in records]
-
-
-def evaluate(args, trained=None, splits=None):
-    """Answers the --split questions and scores them (TextVQA accuracy and
-    ANLS) next to the baselines.
-
-    Returns:
-        The model's `TextVQAScores`.
-    """
-    trained = trained or load_trained(args)
-    wanted = (args.split, "train")
-    if splits is None or any(s not in splits for s in wanted if s != "train"):
-        splits = load_splits(args, tuple(dict.fromkeys(wanted)))
-    if args.split not in splits or not splits[args.split].records[0].answers:
-        raise _cli.UsageError(f"no annotated {args.split} questions: give --imdb_{args.split}")
-    split = splits[args.split]
-    start = time.time()
-    predicted = answer_questions(trained, split, args)
-    print(f"[eval] {len(predicted)} {args.split} questions answered in "
-          f"{time.time() - start:.0f} s")
-    annotations = _annotations(split.records)
-    results = [{"question_id": r.question_id, "answer": a}
-               for r, (a, _) in zip(split.records, predicted)]
-    columns = {"model": textvqa_metrics.evaluate_textvqa(annotations, results,
-                                                         anls_mode=args.anls)}
-    for name, answers in baseline_answers(splits, split.records).items():
-        columns[name] = textvqa_metrics.evaluate_textvqa(
-            annotations, [{"question_id": r.question_id, "answer": a}
-                          for r, a in zip(split.records, answers)], anls_mode=args.anls)
-        print(f"[eval] baseline {name}: {BASELINES[name]}")
-    write_json(os.path.join(args.output_dir, f"{args.split}_results.json"), results)
-    textvqa_metrics.write_textvqa_scores_json(
-        columns["model"], os.path.join(args.output_dir, f"{args.split}_scores.json"))
-    for record, (answer, _) in list(zip(split.records, predicted))[:5]:
-        print(f"  {record.question} -> {answer} (annotators: {record.answers[0]})")
-    for line in score_table(columns, split.records):
-        _cli.emit(line)
-    return columns["model"]
-
-
-def predict(args):
-    """Answers every question of --imdb."""
-    trained = load_trained(args)
-    split = read_split("questions", args.imdb, args)
-    predicted = answer_questions(trained, split, args)
-    results = [{"question_id": r.question_id, "answer": a}
-               for r, (a, _) in zip(split.records, predicted)]
-    if args.output_file:
-        write_json(args.output_file, results)
-        print(f"[predict] {len(results)} answers -> {args.output_file}")
-    else:
-        for result in results:
-            _cli.emit(f"{result['question_id']}\t{result['answer']}")
-    return results
-
-
 def score(args):
     """Scores a results file with the TextVQA accuracy and ANLS."""
     annotations = textvqa_metrics.read_textvqa_annotations(args.annotations)
@@ -596,45 +463,6 @@ def score(args):
 
 
 # ---------------------------------------------------------------- pictures
-
-
-def visualize(args):
-    """PNGs per question: the image with its OCR boxes (copied tokens in
-    red), lit by the first answer step's attention over the objects and
-    OCR tokens (last layer, mean over heads); for SA-M4C, one panel per
-    spatial head: the boxes that head lets the copied token (else the first
-    OCR token) attend to, lit by its attention weights."""
-    from keras_structattn.tasks import attention_maps
-
-    trained = load_trained(args)
-    model, question_vocab, answer_vocab, settings, hparams = trained
-    splits = load_splits(args, (args.split,))
-    split = splits[args.split]
-    chosen = Split(split.name, split.records[: args.num_questions], split.features, split.path)
-    predicted = answer_questions(trained, chosen, args)
-    encoded = Encoded(chosen, question_vocab, answer_vocab, hparams, settings)
-    if data_flags_given(args):
-        if not args.images:
-            raise _cli.UsageError("visualize needs --images, the folder of the split's images")
-        images = [_world.read_images(args.images, [f"{r.image_name or r.image_id}.jpg"],
-                                     [r.image_id])[0] for r in chosen.records]
-    else:
-        images = _world.scene_images(_world.folder_of(args), split.name,
-                                     [r.image_id for r in chosen.records])
-    folder = os.path.join(args.output_dir, "attention")
-    os.makedirs(folder, exist_ok=True)
-    written = []
-    for k, (record, (answer, copied), image) in enumerate(
-            zip(chosen.records, predicted, images)):
-        inputs, _, _ = encoded.batch(np.array([k]))
-        picture = draw_question(model, hparams, inputs, record, answer, copied, image,
-                                attention_maps)
-        path = os.path.join(folder, f"{record.question_id}.png")
-        write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
-        written.append(path)
-        _cli.emit(f"{path}\t{record.question}\t{answer}")
-    print(f"[visualize] {len(written)} questions -> {folder}")
-    return written
 
 
 OCR_OUTLINE = (90, 90, 255)

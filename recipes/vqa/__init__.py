@@ -7,48 +7,19 @@
     python -m recipes.vqa score     --questions Q.json --annotations A.json --results R.json
     python -m recipes.vqa visualize [--num_questions 8]   # attention over the regions, PNG
 
-Models (`models/vqa/mcan.py`, `models/vqa/muan.py`; docs/vqa.md): MCAN (Yu et al.,
-2019, arXiv:1906.10770), MCAN+PA (Mao et al., 2022, IEEE TNNLS: positional
-word, object and multimodal attention) and MUAN (Yu et al., 2019,
-arXiv:1908.04107: gated self-attention over [question; regions]),
-Transformer+CATT (`--model catt`; Yang et al., 2021, arXiv:2103.03493:
-LXMERT-style language, vision and cross-modality layers with in-sample and
-cross-sample attention, trained from scratch; its word and image
-dictionaries are fitted by K-means over the training split before
-training, or left uniform with --dictionary_init uniform, the paper's
-"w/o Init") and its non-CATT twin (`--model transformer`).
+Models (`models/vqa/`; docs/vqa.md): MCAN (arXiv:1906.10770), MCAN+PA
+(positional attention), MUAN (arXiv:1908.04107) and Transformer+CATT
+(`--model catt`, arXiv:2103.03493; its dictionaries fitted by K-means
+before training, or uniform with --dictionary_init uniform) and its
+non-CATT twin (`--model transformer`).
 
-With no data flags it generates Shapes world VQA (keras_structattn.data.
-shapes_world: deterministic scenes with count, colour, shape, existence
-and relation questions, 10 answers each, cached under DIR/shapes_world),
-trains `<model>_tiny` (`catt_vqa_tiny[_nocatt]` for catt and transformer)
-on its region features, and prints the accuracy per question type next
-to the per-type majority answer of the training split.
-
-Real VQA v2: --questions_train/--annotations_train (and _val, _test) in
-the official JSON format, --features: a folder of per-image .npz files
-(bottom-up style: `features` [N, C], `boxes` [N, 4], `image_w`, `image_h`),
-up to --max_regions regions each; --word_vectors: a local GloVe-format
-text file to initialise the word embeddings (learned from scratch
-otherwise). Answers seen at least --min_answer_count times in the training
-and validation annotations (MCAN: more than 8 times over train+val, 3129
-answers on VQA v2) form the answer vocabulary; soft scores as MCAN (0.3 per matching
-human answer, at most 1).
-
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch over the devices (JAX: also across hosts
-with --coordinator_address/--num_processes/--process_id; TensorFlow: one
-machine, steps without XLA). The batch is the global one and must split
-evenly; the validation questions are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
-
-Everything lives in --output_dir: the settings (run.json), hparams, the
-question and answer vocabularies, per-epoch checkpoints (written
-atomically: a killed `train` resumes from its last checkpoint when run
-again), history.csv and TensorBoard logs. Results go to stdout, everything
-else to stderr; errors are one line (--debug for the traceback), exit
-status 2 for a bad command line, 1 for a failure.
+With no data flags it generates Shapes world VQA (cached under
+DIR/shapes_world), trains `<model>_tiny` on its region features and prints
+the accuracy per question type next to the per-type majority answer of
+the training split. Real VQA v2: the official questions and annotations
+JSON and per-image region features (--features); answers seen at least
+--min_answer_count times over train + val form the answer vocabulary, soft
+scores as MCAN (docs/vqa.md, "The recipe").
 """
 
 import os
@@ -61,8 +32,6 @@ MODELS = ("mcan", "mcan_pa", "muan", "catt", "transformer")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
 # What --early_stopping may watch (each as val_<metric>).
 VALIDATION_METRICS = ("loss", "soft_accuracy", "accuracy")
-# Commands that need a trained run in --output_dir.
-RUN_COMMANDS = ("evaluate", "predict", "visualize")
 SPLITS = ("train", "val", "test")
 # The settings that define a run (saved in run.json, checked on resume).
 RUN_DEFAULTS = dict(model="mcan", hparams_set=None, seed=1, min_answer_count=9,
@@ -80,85 +49,48 @@ DICTIONARY_INITS = ("kmeans", "uniform")
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser = _cli.ArgumentParser(
-        hparams_model_types=("vqa",),
-        prog="python -m recipes.vqa",
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("\n", 1)[1],
-    )
-    _cli.add_command_argument(parser, COMMANDS)
-    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
-    run = parser.add_argument_group(
-        "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
-    )
-    run.add_argument("--model", choices=MODELS, default=None,
-                     help=f"default {RUN_DEFAULTS['model']}")
-    run.add_argument("--hparams_set", default=None,
-                     help="default <model>_tiny on Shapes world, the paper's set on real data "
-                     f"({', '.join(PAPER_SETS.values())})")
-    run.add_argument("--hparams", default="",
-                     help='comma-separated overrides, e.g. "num_layers=4,qk_gate=False"')
-    run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
+    parser, run = _cli.vl_parser(
+        __doc__, "python -m recipes.vqa", "vqa", COMMANDS, DEFAULT_OUTPUT_DIR, RUN_DEFAULTS,
+        models=MODELS, hparams_example="num_layers=4,qk_gate=False",
+        hparams_set_help="default <model>_tiny on Shapes world, the paper's set on real data "
+        f"({', '.join(PAPER_SETS.values())})")
     run.add_argument("--min_answer_count", type=_cli.positive_int, default=None,
                      help="answers (normalised multiple_choice_answer) seen fewer times in "
                      f"the training and validation annotations are left out (default "
                      f"{RUN_DEFAULTS['min_answer_count']}: MCAN's 'more than 8')")
     run.add_argument("--dictionary_init", choices=DICTIONARY_INITS, default=None,
                      help="CATT: the dictionaries' initialisation before training: K-means "
-                     "over the training split's embedded words and regions (default, the "
-                     "paper's) or the uniform(0, 0.01) initializer (the 'w/o Init' ablation)")
+                     "(default) or uniform, the paper's 'w/o Init' (docs/vqa.md)")
 
     data = parser.add_argument_group("data (default: generated Shapes world)")
     for split in SPLITS:
         data.add_argument(f"--questions_{split}", type=_cli.input_file,
-                          help="VQA v2 questions JSON of the training split"
-                          if split == "train" else None)
+                          help=f"VQA v2 questions JSON of the {split} split")
         data.add_argument(f"--annotations_{split}", type=_cli.input_file,
-                          help="VQA v2 annotations JSON of the training split"
-                          if split == "train" else None)
+                          help=f"VQA v2 annotations JSON of the {split} split")
     data.add_argument("--features", type=_cli.input_file_or_folder,
                       help="region features of every split: a folder of per-image .npz "
                       "(features [N, C], boxes [N, 4], image_w, image_h), or one .npz/.h5")
     for split in SPLITS:
         data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
-                          help="the features of one split (default --features)"
-                          if split == "train" else None)
-    data.add_argument("--word_vectors", type=_cli.input_file,
-                      help="GloVe-format text file (word v1 ... vd) to initialise the word "
-                      "embeddings; its width sets word_dim")
-    data.add_argument("--skip_invalid", action="store_true",
-                      help="skip (and count) malformed questions and images without "
-                      "features instead of stopping at the first")
+                          help=f"the features of the {split} split (default --features)")
+    _cli.add_vl_data_flags(data, "questions", word_vectors=True)
     _world.add_world_flags(data)
 
-    _cli.add_epoch_training_flags(
-        parser, VALIDATION_METRICS, "default: the hparams' epochs (13 for the paper's sets)")
-    _cli.add_distribution_flags(parser)
-
-    out = parser.add_argument_group("evaluation, prediction and scoring")
-    out.add_argument("--split", choices=SPLITS, default="test",
-                     help="evaluate / visualize: the split")
-    out.add_argument("--predict_batch_size", type=_cli.positive_int, default=256)
-    out.add_argument("--weights", type=_cli.input_file,
-                     help="weights to use (default: the newest checkpoint)")
+    out = _cli.add_vl_command_flags(
+        parser, VALIDATION_METRICS, "default: the hparams' epochs (13 for the paper's sets)",
+        title="evaluation, prediction and scoring",
+        split_choices=SPLITS, split_commands="evaluate / visualize",
+        predict_batch_size=256, drawn="questions",
+        output_file_help="predict: results JSON (default: stdout, one "
+        "`question_id<TAB>answer` line per question)")
     out.add_argument("--questions", type=_cli.input_file,
                      help="predict / score: VQA v2 questions JSON")
-    out.add_argument("--annotations", type=_cli.input_file,
-                     help="score: VQA v2 annotations JSON")
-    out.add_argument("--results", type=_cli.input_file,
-                     help="score: results JSON [{question_id, answer}]")
-    out.add_argument("--output_file", type=_cli.output_file,
-                     help="predict: results JSON (default: stdout, one "
-                     "`question_id<TAB>answer` line per question)")
-    out.add_argument("--output", type=_cli.output_file,
-                     help="score: also write the scores as the official code reports them")
+    _cli.add_vl_score_flags(out, "VQA v2 annotations JSON",
+                            "also write the scores as the official code reports them")
     out.add_argument("--normalization", choices=("official", "corrected"), default="official",
                      help="answer normalisation of the accuracy: the official code's, quirks "
                      "included (default), or corrected (docs/vqa_metrics.md)")
-    out.add_argument("--num_questions", type=_cli.positive_int, default=8,
-                     help="visualize: questions to draw")
-    out.add_argument("--images", type=_cli.input_folder,
-                     help="visualize (real data): the folder of the split's images")
     return parser
 
 
@@ -169,8 +101,6 @@ def data_flags_given(args):
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if args.command != "train" and args.distribute != "none":
-        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
     for split in SPLITS:
         if getattr(args, f"annotations_{split}") and not getattr(args, f"questions_{split}"):
             raise _cli.UsageError(f"--annotations_{split} needs --questions_{split}")
@@ -186,17 +116,9 @@ def check_args(args):
                               "--features (their region features)")
     if data_flags_given(args) and not features_given:
         raise _cli.UsageError("real questions need their region features: give --features")
-    if args.command in RUN_COMMANDS:
-        from recipes._run import RunFolder
-
-        RunFolder(args.output_dir).require_run(args.command)
 
 
 def main(argv=None):
-    """Runs the recipe: `python -m recipes.vqa [command] [flags]`.
-
-    Returns:
-        What the command returns (used by tests).
-    """
+    """Runs `python -m recipes.vqa [command] [flags]`; returns what the command returns."""
     return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
-                        check=check_args)
+                        check=_cli.vl_check(check_args))
