@@ -331,6 +331,18 @@ def _check_distribution(args):
 # ---------------------------------------------------------------- running
 
 
+RUN_FILE = "run.json"  # a run folder holds a run once this is in it (`recipes._run`)
+
+
+def require_run(output_dir, command):
+    """Raises `UsageError` unless `output_dir` holds a trained run: checked
+    with the flags, before any heavy import."""
+    if not os.path.exists(os.path.join(output_dir, RUN_FILE)):
+        raise UsageError(
+            f"no trained run in {output_dir} (no {RUN_FILE}): run `train` with this "
+            f"--output_dir before `{command}`")
+
+
 def emit(text=""):
     """Writes a result line to stdout (the real one while a command runs).
 
@@ -582,9 +594,7 @@ def vl_check(recipe_check):
             raise UsageError(f"--distribute is for train; {args.command} runs on one device")
         recipe_check(args)
         if args.command in ("evaluate", "predict", "visualize"):
-            from recipes._run import RunFolder
-
-            RunFolder(args.output_dir).require_run(args.command)
+            require_run(args.output_dir, args.command)
 
     return check
 

@@ -18,9 +18,10 @@ interval, verbosity...) are simply not settings.
 import json
 import os
 
+from recipes._cli import RUN_FILE
 from recipes._cli import UsageError
+from recipes._cli import require_run
 
-RUN_FILE = "run.json"
 AVERAGED_WEIGHTS = "averaged.weights.h5"
 AVERAGED_LIST = "averaged.json"  # the checkpoints `averaged.weights.h5` averages
 
@@ -82,11 +83,7 @@ class RunFolder:
 
     def require_run(self, command):
         """Raises `UsageError` unless the folder holds a run."""
-        if not self.holds_run:
-            raise UsageError(
-                f"no trained run in {self.path} (no {RUN_FILE}): run `train` with this "
-                f"--output_dir before `{command}`"
-            )
+        require_run(self.path, command)
 
     def resolve_settings(self, given, defaults):
         """The run's settings: the saved ones, checked against the command.
