@@ -92,8 +92,9 @@ def test_sets_modules_import_no_keras():
 
 
 def test_seq2seq_constructor_defaults_are_the_sets_data():
-    """The translation and captioning sets write their models' constructor
-    defaults as data (so that listing needs no Keras): they must agree."""
+    """The translation and captioning models take their constructor
+    defaults (`HPARAMS`) from their family's sets data, written once there
+    (so that listing needs no Keras); every set of the model carries them."""
     from models.captioning import hparams_sets as captioning
     from models.captioning.catt_captioner import CATTCaptioner
     from models.captioning.transformer_captioner import TransformerCaptioner
@@ -106,7 +107,7 @@ def test_seq2seq_constructor_defaults_are_the_sets_data():
                       (TransformerCaptioner, captioning.TRANSFORMER_CAPTIONER),
                       (CATTCaptioner, captioning.CATT_CAPTIONER),
                       (UpDownCaptioner, captioning.UPDOWN)):
-        assert cls.hparam_defaults() == data, cls.__name__
+        assert cls.HPARAMS is data and cls.hparam_defaults() == data, cls.__name__
         assert all(registry.model_type(name) != cls.model_type
                    or set(data) <= set(registry.values(name)) for name in registry.registered())
 

@@ -32,7 +32,7 @@ from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
 MASK_QUADRANTS = (None, "self", "co")
 
 # Arguments of `UnifiedAttentionBlock` that `UnifiedAttentionStack` passes on.
-_BLOCK_OPTIONS = (
+BLOCK_OPTIONS = (
     "filter_size",
     "dropout",
     "attention_dropout",
@@ -477,7 +477,7 @@ class UnifiedAttentionStack(keras.layers.Layer):
     """
 
     def __init__(self, num_blocks, hidden_size, num_heads, *, seed=None, **kwargs):
-        block_options = {k: kwargs.pop(k) for k in _BLOCK_OPTIONS if k in kwargs}
+        block_options = {k: kwargs.pop(k) for k in BLOCK_OPTIONS if k in kwargs}
         super().__init__(**kwargs)
         checks.positive_int("num_blocks", num_blocks)
         if seed is not None:
@@ -566,6 +566,6 @@ class UnifiedAttentionStack(keras.layers.Layer):
             hidden_size=self.hidden_size,
             num_heads=self.num_heads,
             seed=self.seed,
-            **{k: block_config[k] for k in _BLOCK_OPTIONS},
+            **{k: block_config[k] for k in BLOCK_OPTIONS},
         )
         return config

@@ -18,10 +18,12 @@ from models.translation.base import Seq2Seq
 class Captioner(ImageInput, Seq2Seq):
     """Base of the captioners (see the module docstring).
 
-    A subclass sets `model_type`, calls `super().__init__` (the `Seq2Seq`
-    arguments), `_keep_config(locals())` and `_set_image_input(...)` in its
-    constructor, and implements `build`, `encode`, `decode`, `initial_cache`
-    and `decode_step`.
+    A subclass sets `model_type` and `HPARAMS` (which hold the image input's
+    `encoder_input`, `grid_height`, `grid_width` and, but for Up-Down,
+    `grid_positions`), checks them in `_check_hparams(hp)`, makes its layers
+    in `_make_captioner(hp)` (the image input is checked and kept first:
+    `_set_image_input`), and implements `build`, `encode`, `decode`,
+    `initial_cache` and `decode_step`.
 
     Call arguments:
         inputs: `(features, decoder_inputs)`: the image features and the
@@ -34,6 +36,27 @@ class Captioner(ImageInput, Seq2Seq):
     """
 
     embeds_source = False
+
+    def _make_layers(self, hp):
+        self._set_image_input(hp)
+        self._make_captioner(hp)
+
+    def _make_captioner(self, hp):
+        """Makes the captioner's layers, the image input's hparams kept."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _input_shapes(input_shape):
+        """`(feature_shape or None, target_shape [B, T])` of `build`'s
+        `input_shape` (a `[B, K, T]` target, K captions per image, gives
+        `(None, T)`)."""
+        feature_shape, target_shape = None, (None, None)
+        if input_shape is not None and len(input_shape) == 2:
+            feature_shape, target_shape = input_shape
+        target_shape = tuple(target_shape)
+        if len(target_shape) == 3:  # [B, K, T]: K captions per image
+            target_shape = (None, target_shape[2])
+        return feature_shape, target_shape
 
     def call(self, inputs, training=None):
         return decode_captions(self, inputs, training)

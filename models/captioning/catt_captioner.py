@@ -50,19 +50,21 @@ from keras import ops
 
 from keras_structattn import checks
 from keras_structattn.decoding.tokens import PAD_ID
-from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.catt_transformer import CATTDecoder
 from keras_structattn.layers.catt_transformer import CATTEncoder
+from models.captioning import hparams_sets
 from models.captioning.base import Captioner
 from models.translation.transformer import TimingEmbedding
+from models.translation.transformer import check_stacks
+from models.translation.transformer import make_input_dropouts
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
 class CATTCaptioner(TimingEmbedding, Captioner):
     """Transformer+CATT image captioner (and, with `dictionary_size=0`, its twin).
 
-    See the module docstring. The defaults are the paper's model; each is
-    an hparam of the sets (`Seq2Seq.hparam_defaults`); the training values
+    See the module docstring. The defaults are the paper's model
+    (`hparams_sets.CATT_CAPTIONER`, the class's `HPARAMS`); the training values
     are the Transformer captioner's (`TransformerCaptioner`: batches of
     images with 5 captions each, a warm-up then rsqrt decay).
 
@@ -83,79 +85,36 @@ class CATTCaptioner(TimingEmbedding, Captioner):
         seed: int seed of the initializers and dropouts.
         **kwargs: `keras.Model` arguments.
 
-    Call arguments:
-        inputs: `(features, decoder_inputs)`: the image features and the
-            int caption `[B, T]` shifted right with 0, or `[B, K, T]` (K
-            captions per image, each image encoded once).
-        training: whether dropout is active.
-
-    Returns:
-        float32 logits `[B, T, vocab_size]` (`[B, K, T, vocab_size]`).
+    Call arguments and returns: as `Captioner`'s.
     """
 
     model_type = "catt_captioner"
+    # No `shared_embedding_and_softmax_weights`: the predictor reads [Z^; X^]
+    # (2 * hidden wide), no tying with the hidden-wide word embedding.
+    HPARAMS = hparams_sets.CATT_CAPTIONER
 
-    def __init__(
-        self,
-        vocab_size,
-        hidden_size=512,
-        filter_size=2048,
-        num_hidden_layers=6,
-        num_heads=8,
-        layer_prepostprocess_dropout=0.1,
-        attention_dropout=0.1,
-        relu_dropout=0.1,
-        dictionary_size=500,
-        share_weights=True,
-        encoder_input="regions",
-        grid_height=8,
-        grid_width=8,
-        grid_positions="learned",
-        seed=None,
-        **kwargs,
-    ):
-        check_sizes(
-            hidden_size,
-            num_heads,
-            filter_size,
-            layer_prepostprocess_dropout=layer_prepostprocess_dropout,
-            attention_dropout=attention_dropout,
-            relu_dropout=relu_dropout,
-        )
-        checks.positive_int("num_hidden_layers", num_hidden_layers)
-        if dictionary_size:
-            checks.positive_int("dictionary_size", dictionary_size)
+    def _check_hparams(self, hp):
+        check_stacks(hp)
+        if hp.dictionary_size:
+            checks.positive_int("dictionary_size", hp.dictionary_size)
         else:
-            checks.non_negative_int("dictionary_size", dictionary_size)
-        checks.boolean("share_weights", share_weights)
-        # The predictor reads [Z^; X^] (2 * hidden wide): no tying with the
-        # hidden-wide word embedding.
-        super().__init__(vocab_size, hidden_size, False, seed, **kwargs)
-        self._keep_config(locals())
-        self._set_image_input(encoder_input, grid_height, grid_width, grid_positions)
-        self.num_hidden_layers = num_hidden_layers
-        self.dictionary_size = dictionary_size
-        self.input_dropout = keras.layers.Dropout(
-            layer_prepostprocess_dropout, seed=self._next_seed(), name="encoder_input_dropout"
-        )
-        self.target_dropout = keras.layers.Dropout(
-            layer_prepostprocess_dropout, seed=self._next_seed(), name="decoder_input_dropout"
-        )
+            checks.non_negative_int("dictionary_size", hp.dictionary_size)
+        checks.boolean("share_weights", hp.share_weights)
+
+    def _make_captioner(self, hp):
+        self.num_hidden_layers = hp.num_hidden_layers
+        self.dictionary_size = hp.dictionary_size
+        make_input_dropouts(self, hp.layer_prepostprocess_dropout)
         stack_args = dict(
-            dictionary_size=dictionary_size or None,
-            share_weights=share_weights,
-            attention_dropout=attention_dropout,
-            relu_dropout=relu_dropout,
-            layer_dropout=layer_prepostprocess_dropout,
+            dictionary_size=hp.dictionary_size or None,
+            share_weights=hp.share_weights,
+            attention_dropout=hp.attention_dropout,
+            relu_dropout=hp.relu_dropout,
+            layer_dropout=hp.layer_prepostprocess_dropout,
         )
-        self.encoder = CATTEncoder(
-            num_hidden_layers, hidden_size, filter_size, num_heads,
-            seed=self._next_seed(), name="encoder", **stack_args,
-        )
-        self.decoder = CATTDecoder(
-            num_hidden_layers, hidden_size, filter_size, num_heads,
-            seed=self._next_seed(), name="decoder", **stack_args,
-        )
+        sizes = (hp.num_hidden_layers, hp.hidden_size, hp.filter_size, hp.num_heads)
+        self.encoder = CATTEncoder(*sizes, seed=self._next_seed(), name="encoder", **stack_args)
+        self.decoder = CATTDecoder(*sizes, seed=self._next_seed(), name="decoder", **stack_args)
         self._make_image_layers()
 
     @property
@@ -169,12 +128,7 @@ class CATTCaptioner(TimingEmbedding, Captioner):
     # ---------------------------------------------------------------- build
 
     def build(self, input_shape=None):
-        feature_shape, target_shape = None, (None, None)
-        if input_shape is not None and len(input_shape) == 2:
-            feature_shape, target_shape = input_shape
-        target_shape = tuple(target_shape)
-        if len(target_shape) == 3:  # [B, K, T]: K captions per image
-            target_shape = (None, target_shape[2])
+        feature_shape, target_shape = self._input_shapes(input_shape)
         hidden = self._build_image_layers(feature_shape)
         target_hidden = (target_shape[0], target_shape[1], self.hidden_size)
         self.target_embedding.build(target_shape)

@@ -2,13 +2,16 @@
 (and their twins `transformer_captioner_*`), `updown_*`.
 
 Plain data (no Keras; `models.registry` collects `SETS`). Each model's
-values are its constructor's defaults (`TRANSFORMER_CAPTIONER`,
-`CATT_CAPTIONER`, `UPDOWN`; a test checks them against the classes'
-`hparam_defaults()`), its `model_type`, and the family's training values
+values are its constructor's defaults, written only here
+(`TRANSFORMER_CAPTIONER`, `CATT_CAPTIONER`, `UPDOWN`: the models'
+`HPARAMS`), its `model_type`, and the family's training values
 (`captioning_training_defaults`, with the model's changes).
 """
 
-from models._sets import derive
+from models._sets import model_set
+from models._sets import sets_of
+from models.translation.hparams_sets import TRANSFORMER
+from models.translation.hparams_sets import TRANSFORMER_STACKS
 from models.translation.hparams_sets import training_defaults
 
 
@@ -36,42 +39,23 @@ def captioning_training_defaults(**changes):
     return training_defaults(**values)
 
 
-# The shared image input (`image_input.ImageInput`).
+# The shared image input (`image_input.ImageInput`; Up-Down has no
+# `grid_positions`).
 _IMAGE = dict(encoder_input="regions", grid_height=8, grid_width=8)
+_POSITIONED_IMAGE = dict(_IMAGE, grid_positions="learned")
 
 # `TransformerCaptioner`'s constructor defaults: the paper's model (6 + 6
-# layers of 512, 8 heads, an 8x8 grid).
+# layers of 512, 8 heads, an 8x8 grid): the translation Transformer's
+# without `memory_height` (the grid's), areas in the encoder self and
+# encoder-decoder attention.
 TRANSFORMER_CAPTIONER = dict(
-    hidden_size=512,
-    filter_size=2048,
-    num_hidden_layers=6,
-    num_heads=8,
-    layer_prepostprocess_dropout=0.1,
-    attention_dropout=0.1,
-    relu_dropout=0.1,
-    shared_embedding_and_softmax_weights=True,
-    **dict(_IMAGE, encoder_input="grid"),
-    grid_positions="learned",
-    num_area_layers=0,
+    {name: value for name, value in TRANSFORMER.items() if name != "memory_height"},
     area_attention_kinds="encoder_self,encdec",
-    max_area_width=1,
-    max_area_height=1,
-    area_key_mode="mean",
-    area_value_mode="sum",
+    **dict(_POSITIONED_IMAGE, encoder_input="grid"),
 )
 # `CATTCaptioner`'s constructor defaults (the paper's, K = 500).
 CATT_CAPTIONER = dict(
-    hidden_size=512,
-    filter_size=2048,
-    num_hidden_layers=6,
-    num_heads=8,
-    layer_prepostprocess_dropout=0.1,
-    attention_dropout=0.1,
-    relu_dropout=0.1,
-    dictionary_size=500,
-    share_weights=True,
-    **_IMAGE,
-    grid_positions="learned",
+    TRANSFORMER_STACKS, dictionary_size=500, share_weights=True, **_POSITIONED_IMAGE
 )
 # `UpDownCaptioner`'s constructor defaults (Anderson et al., 2018).
 UPDOWN = dict(
@@ -103,23 +87,20 @@ _TINY = dict(num_hidden_layers=2, hidden_size=128, filter_size=512, num_heads=4)
 
 def captioner_hparams(**changes):
     """`captioner_base` with `changes` applied."""
-    values = dict(model_type="captioner", **TRANSFORMER_CAPTIONER,
-                  **captioning_training_defaults())
-    return derive(values, **changes)
+    return model_set("captioner", TRANSFORMER_CAPTIONER, captioning_training_defaults(),
+                     **changes)
 
 
 def catt_captioner_hparams(**changes):
     """`catt_captioner_base` with `changes` applied."""
-    values = dict(model_type="catt_captioner", **CATT_CAPTIONER,
-                  **captioning_training_defaults())
-    return derive(values, **changes)
+    return model_set("catt_captioner", CATT_CAPTIONER, captioning_training_defaults(),
+                     **changes)
 
 
 def updown_hparams(**changes):
     """`updown_base` with `changes` applied."""
-    values = dict(model_type="updown_captioner", **UPDOWN,
-                  **captioning_training_defaults(**UPDOWN_TRAINING))
-    return derive(values, **changes)
+    return model_set("updown_captioner", UPDOWN,
+                     captioning_training_defaults(**UPDOWN_TRAINING), **changes)
 
 
 def _captioner_sets():
@@ -168,8 +149,7 @@ _UPDOWN_SETS = {
 }
 
 SETS = {
-    **{name: (lambda v=values: captioner_hparams(**v)) for name, values in _captioner_sets()},
-    **{name: (lambda v=values: catt_captioner_hparams(**v))
-       for name, values in _catt_captioner_sets()},
-    **{name: (lambda v=values: updown_hparams(**v)) for name, values in _UPDOWN_SETS.items()},
+    **sets_of(captioner_hparams, _captioner_sets()),
+    **sets_of(catt_captioner_hparams, _catt_captioner_sets()),
+    **sets_of(updown_hparams, _UPDOWN_SETS),
 }

@@ -36,22 +36,25 @@ BOX_GEOMETRY_SIZE = 7
 class ImageInput:
     """Mixin of a `models.translation.base.Seq2Seq` captioner: the image's embedding.
 
-    The model calls `_set_image_input(...)` then (once its own seeded
+    The model calls `_set_image_input(hp)` then (once its own seeded
     sublayers are made, to keep their seeds) `_make_image_layers()` in its
     constructor, `_build_image_layers(feature_shape)` in `build`, and
     `embed_image(features)` in `encode`. It needs `hidden_size` and
     `_next_seed()` (from `Seq2Seq`).
     """
 
-    def _set_image_input(self, encoder_input, grid_height, grid_width, grid_positions):
-        """Checks and keeps the image hparams (module docstring)."""
-        checks.one_of("encoder_input", encoder_input, ENCODER_INPUTS)
-        checks.positive_int("grid_height", grid_height)
-        checks.positive_int("grid_width", grid_width)
-        checks.one_of("grid_positions", grid_positions, GRID_POSITIONS)
-        self.encoder_input = encoder_input
-        self.grid_height = grid_height
-        self.grid_width = grid_width
+    def _set_image_input(self, hp):
+        """Checks and keeps the image hparams of `hp` (module docstring;
+        without `grid_positions`, as Up-Down's, it is None)."""
+        checks.one_of("encoder_input", hp.encoder_input, ENCODER_INPUTS)
+        checks.positive_int("grid_height", hp.grid_height)
+        checks.positive_int("grid_width", hp.grid_width)
+        grid_positions = getattr(hp, "grid_positions", None)
+        if grid_positions is not None:
+            checks.one_of("grid_positions", grid_positions, GRID_POSITIONS)
+        self.encoder_input = hp.encoder_input
+        self.grid_height = hp.grid_height
+        self.grid_width = hp.grid_width
         self.grid_positions = grid_positions
 
     def _make_image_layers(self):

@@ -46,15 +46,12 @@ the first 2 layers, encoder self and encoder-decoder attention).
 import keras
 from keras import ops
 
-from keras_structattn import checks
-from keras_structattn.layers.area_attention import KEY_MODES
 from keras_structattn.layers.area_attention import MultiHeadAreaAttention
-from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.ops import areas
-from keras_structattn.ops.attend_areas import VALUE_MODES
+from models.captioning import hparams_sets
 from models.captioning.base import Captioner
 from models.translation.transformer import TransformerDecoding
-from models.translation.transformer import area_kinds
+from models.translation.transformer import area_arguments
 from models.translation.transformer import make_stacks
 
 
@@ -63,8 +60,8 @@ class TransformerCaptioner(TransformerDecoding, Captioner):
     """Transformer image captioner with optional 2-D area attention.
 
     See the module docstring. The defaults are the paper's model (6 encoder
-    and 6 decoder layers, hidden 512, 8 heads, an 8x8 grid); each default is
-    an hparam of the sets (`Seq2Seq.hparam_defaults`). Its training values
+    and 6 decoder layers, hidden 512, 8 heads, an 8x8 grid):
+    `hparams_sets.TRANSFORMER_CAPTIONER`, the class's `HPARAMS`. Its training values
     (`hparams_sets.captioning_training_defaults`) differ from translation's: `batch_size` counts
     *images* per batch (each with its captions: `decoder_inputs` may be
     `[B, K, T]`, K captions per image), not tokens; `max_length` is the
@@ -101,99 +98,32 @@ class TransformerCaptioner(TransformerDecoding, Captioner):
         seed: int seed of the initializers and dropouts.
         **kwargs: `keras.Model` arguments.
 
-    Call arguments:
-        inputs: a tuple `(features, decoder_inputs)`: the image features
-            (above) and the int `[B, T]` caption shifted right with 0, or
-            `[B, K, T]`: K captions of each image (static K), each image
-            encoded once for its K captions.
-        training: whether dropout is active.
-
-    Returns:
-        float32 logits `[B, T, vocab_size]` (`[B, K, T, vocab_size]`).
+    Call arguments and returns: as `Captioner`'s.
     """
 
     model_type = "captioner"
+    HPARAMS = hparams_sets.TRANSFORMER_CAPTIONER
 
-    def __init__(
-        self,
-        vocab_size,
-        hidden_size=512,
-        filter_size=2048,
-        num_hidden_layers=6,
-        num_heads=8,
-        layer_prepostprocess_dropout=0.1,
-        attention_dropout=0.1,
-        relu_dropout=0.1,
-        shared_embedding_and_softmax_weights=True,
-        encoder_input="grid",
-        grid_height=8,
-        grid_width=8,
-        grid_positions="learned",
-        num_area_layers=0,
-        area_attention_kinds="encoder_self,encdec",
-        max_area_width=1,
-        max_area_height=1,
-        area_key_mode="mean",
-        area_value_mode="sum",
-        seed=None,
-        **kwargs,
-    ):
-        check_sizes(
-            hidden_size,
-            num_heads,
-            filter_size,
-            layer_prepostprocess_dropout=layer_prepostprocess_dropout,
-            attention_dropout=attention_dropout,
-            relu_dropout=relu_dropout,
-        )
-        checks.positive_int("num_hidden_layers", num_hidden_layers)
-        checks.positive_int("max_area_width", max_area_width)
-        checks.positive_int("max_area_height", max_area_height)
-        checks.one_of("area_key_mode", area_key_mode, KEY_MODES)
-        checks.one_of("area_value_mode", area_value_mode, VALUE_MODES)
-        if not 0 <= num_area_layers <= num_hidden_layers:
-            raise ValueError(
-                f"Argument `num_area_layers` must be in [0, {num_hidden_layers}]"
-                f" (num_hidden_layers). Received: {num_area_layers!r}"
-            )
-        if encoder_input == "regions" and num_area_layers:
+    def _check_hparams(self, hp):
+        super()._check_hparams(hp)
+        if hp.encoder_input == "regions" and hp.num_area_layers:
             raise ValueError(
                 "Area attention needs a grid: encoder_input='regions' has no grid "
                 "(regions are a set, not rows and columns), so `num_area_layers` must "
-                f"be 0. Received: num_area_layers={num_area_layers!r}"
+                f"be 0. Received: num_area_layers={hp.num_area_layers!r}"
             )
-        kinds = area_kinds(area_attention_kinds)
-        super().__init__(
-            vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
-        )
-        self._keep_config(locals())
-        self.num_hidden_layers = num_hidden_layers
-        self._set_image_input(encoder_input, grid_height, grid_width, grid_positions)
-        self.num_area_layers = num_area_layers
 
-        grid_area = dict(
-            max_area_width=max_area_width,
-            max_area_height=max_area_height,
-            memory_height=grid_height,
-            area_key_mode=area_key_mode,
-            area_value_mode=area_value_mode,
-        )
+    def _make_captioner(self, hp):
+        self.num_hidden_layers = hp.num_hidden_layers
+        self.num_area_layers = hp.num_area_layers
+        grid_area = area_arguments(hp, memory_height=hp.grid_height)
         # The caption is 1-D: spans of up to `max_area_width` tokens.
         caption_area = dict(grid_area, max_area_height=1, memory_height=1)
-
-        areas = {"encoder_self": grid_area, "encdec": grid_area, "decoder_self": caption_area}
-
-        def area_for(kind, layer):
-            return areas[kind] if layer < num_area_layers and kind in kinds else None
-
         # The Transformer's stacks, under its attribute names: its decoding
         # methods run on them (below).
-        make_stacks(
-            self, num_hidden_layers, hidden_size, filter_size, num_heads,
-            layer_prepostprocess_dropout, attention_dropout, relu_dropout, area_for,
-        )
+        make_stacks(self, hp, {"encoder_self": grid_area, "encdec": grid_area,
+                               "decoder_self": caption_area})
         self._make_image_layers()
-
 
     # The caption decoder is the translation Transformer's: one implementation
     # of the teacher-forced pass and of cached decoding, run on this model's
@@ -203,21 +133,11 @@ class TransformerCaptioner(TransformerDecoding, Captioner):
     # ---------------------------------------------------------------- build
 
     def build(self, input_shape=None):
-        feature_shape, target_shape = None, (None, None)
-        if input_shape is not None and len(input_shape) == 2:
-            feature_shape, target_shape = input_shape
-        target_shape = tuple(target_shape)
-        if len(target_shape) == 3:  # [B, K, T]: K captions per image
-            target_shape = (None, target_shape[2])
+        feature_shape, target_shape = self._input_shapes(input_shape)
         hidden = self._build_image_layers(feature_shape)
         target_hidden = (target_shape[0], target_shape[1], self.hidden_size)
         self._build_embeddings(target_shape=target_shape)
-        for block in self.encoder_blocks:
-            block.build(hidden)
-        for block in self.decoder_blocks:
-            block.build(target_hidden, hidden)
-        self.encoder_norm.build(hidden)
-        self.decoder_norm.build(target_hidden)
+        self._build_stacks(hidden, target_hidden)
         self.built = True
 
     # -------------------------------------------------------------- encoder

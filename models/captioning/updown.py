@@ -52,8 +52,8 @@ from keras_structattn import checks
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.catt_top_down_attention import CATTTopDownAttention
 from keras_structattn.layers.top_down_attention import TopDownAttention
+from models.captioning import hparams_sets
 from models.captioning.base import Captioner
-from models.captioning.image_input import ENCODER_INPUTS
 from models.translation.lstm_seq2seq import _time_loop
 
 # The recurrent state carried from word to word.
@@ -69,8 +69,8 @@ class UpDownCaptioner(Captioner):
     embedding (M4C's norms, box geometry and grid positions are not the
     Up-Down model's). The defaults are the paper's sizes (1000-wide
     LSTMs and word embeddings, a 512-wide attention, dropout 0.5, as
-    self-critical.pytorch's `updown` configuration); each default is an
-    hparam of the sets (`Seq2Seq.hparam_defaults`). Training values
+    self-critical.pytorch's `updown` configuration): `hparams_sets.UPDOWN`,
+    the class's `HPARAMS`. Training values
     (`hparams_sets.UPDOWN_TRAINING`): `batch_size` counts images (each with its
     captions, `[B, K, T]` decoder inputs), `max_length` is the longest
     caption in tokens (EOS included); the recipe's
@@ -103,70 +103,41 @@ class UpDownCaptioner(Captioner):
             kernels.
         **kwargs: `keras.Model` arguments.
 
-    Call arguments:
-        inputs: a tuple `(features, decoder_inputs)`: the image features
-            (above) and the int `[B, T]` caption shifted right with 0, or
-            `[B, K, T]`: K captions of each image (static K), each image's
-            region vectors computed once for its K captions.
-        training: whether dropout is active.
-
-    Returns:
-        float32 logits `[B, T, vocab_size]` (`[B, K, T, vocab_size]`).
+    Call arguments and returns: as `Captioner`'s.
     """
 
     model_type = "updown_captioner"
+    HPARAMS = hparams_sets.UPDOWN
 
-    def __init__(
-        self,
-        vocab_size,
-        hidden_size=1000,
-        attention_size=512,
-        dropout=0.5,
-        shared_embedding_and_softmax_weights=False,
-        encoder_input="regions",
-        grid_height=8,
-        grid_width=8,
-        dictionary_size=0,
-        share_scorer=True,
-        seed=None,
-        **kwargs,
-    ):
-        check_sizes(hidden_size, 1, dropout=dropout)
-        checks.positive_int("attention_size", attention_size)
-        checks.one_of("encoder_input", encoder_input, ENCODER_INPUTS)
-        checks.positive_int("grid_height", grid_height)
-        checks.positive_int("grid_width", grid_width)
-        checks.non_negative_int("dictionary_size", dictionary_size)
-        checks.boolean("share_scorer", share_scorer)
-        super().__init__(
-            vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
-        )
-        self._keep_config(locals())
-        self.attention_size = attention_size
-        self.encoder_input = encoder_input
-        self.grid_height = grid_height
-        self.grid_width = grid_width
-        self.dictionary_size = dictionary_size
+    def _check_hparams(self, hp):
+        check_sizes(hp.hidden_size, 1, dropout=hp.dropout)
+        checks.positive_int("attention_size", hp.attention_size)
+        checks.non_negative_int("dictionary_size", hp.dictionary_size)
+        checks.boolean("share_scorer", hp.share_scorer)
+
+    def _make_captioner(self, hp):
+        self.attention_size = hp.attention_size
+        self.dictionary_size = hp.dictionary_size
 
         self.feature_embedding = keras.layers.Dense(
-            hidden_size,
+            hp.hidden_size,
             activation="relu",
             kernel_initializer=keras.initializers.GlorotUniform(seed=self._next_seed()),
             name="feature_embedding",
         )
         self.attention_lstm = self._lstm_cell("attention_lstm")
         self.language_lstm = self._lstm_cell("language_lstm")
-        if dictionary_size:
+        if hp.dictionary_size:
             self.attention = CATTTopDownAttention(
-                attention_size,
-                dictionary_size=dictionary_size,
-                share_weights=share_scorer,
+                hp.attention_size,
+                dictionary_size=hp.dictionary_size,
+                share_weights=hp.share_scorer,
                 name="attention",
             )
         else:
-            self.attention = TopDownAttention(attention_size, name="attention")
+            self.attention = TopDownAttention(hp.attention_size, name="attention")
         self.dropout_layer = keras.layers.Dropout(
-            dropout, seed=self._next_seed(), name="dropout"
+            hp.dropout, seed=self._next_seed(), name="dropout"
         )
 
     def _lstm_cell(self, name):
@@ -195,12 +166,7 @@ class UpDownCaptioner(Captioner):
     # ---------------------------------------------------------------- build
 
     def build(self, input_shape=None):
-        feature_shape, target_shape = None, (None, None)
-        if input_shape is not None and len(input_shape) == 2:
-            feature_shape, target_shape = input_shape
-        target_shape = tuple(target_shape)
-        if len(target_shape) == 3:  # [B, K, T]: K captions per image
-            target_shape = (None, target_shape[2])
+        feature_shape, target_shape = self._input_shapes(input_shape)
         if feature_shape is not None:
             if self.encoder_input == "grid":
                 self._check_grid_shape(feature_shape)

@@ -13,6 +13,7 @@ previous answer tokens while decoding (see `M4C`).
 
 import keras
 
+from models._sets import take_hparams
 from models.textvqa.hparams_sets import ARCHITECTURES
 from models.textvqa.hparams_sets import MODEL_TYPE
 
@@ -22,7 +23,14 @@ class TextVQAModel(keras.Model):
 
     model_type = MODEL_TYPE
     architectures = ARCHITECTURES
-    _MODEL_HPARAMS = ()
+    # The constructor's hyper-parameters and their defaults (data of
+    # `hparams_sets`).
+    HPARAMS = {}
+
+    @classmethod
+    def _take_hparams(cls, kwargs):
+        """Pops the `HPARAMS` from a constructor's `kwargs` (`take_hparams`)."""
+        return take_hparams(cls.HPARAMS, kwargs)
 
     @classmethod
     def from_hparams(cls, hparams, question_vocab_size, answer_vocab_size, *, seed=None):
@@ -30,7 +38,7 @@ class TextVQAModel(keras.Model):
         if hparams.model_type != cls.model_type:
             raise ValueError(f"{cls.__name__}.from_hparams expects a {cls.model_type} hparams "
                              f"set. Received: model_type={hparams.model_type!r}")
-        values = {name: getattr(hparams, name) for name in cls._MODEL_HPARAMS}
+        values = {name: getattr(hparams, name) for name in cls.HPARAMS}
         return cls(question_vocab_size, answer_vocab_size, seed=seed, **values)
 
     def get_config(self):

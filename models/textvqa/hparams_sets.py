@@ -9,6 +9,21 @@ from models._sets import derive
 
 MODEL_TYPE = "textvqa"
 ARCHITECTURES = ("m4c", "sa_m4c")
+# `M4C`'s constructor hyper-parameters and defaults (the class's `HPARAMS`).
+M4C = dict(
+    max_ocr=50,
+    num_steps=12,
+    hidden_size=768,
+    num_heads=12,
+    filter_size=3072,
+    num_text_layers=3,
+    num_layers=4,
+    num_spatial_layers=0,
+    context_size=3,
+    max_question_length=20,
+    dropout=0.1,
+    layer_norm_epsilon=1e-12,
+)
 
 
 def m4c_hparams(architecture="m4c", **changes):
@@ -27,24 +42,13 @@ def m4c_hparams(architecture="m4c", **changes):
     values = dict(
         model_type=MODEL_TYPE,
         architecture=architecture,
-        hidden_size=768,
-        num_heads=12,
-        filter_size=3072,
-        num_text_layers=3,
-        num_layers=4,
-        num_spatial_layers=0,
-        context_size=3,
+        **M4C,
         distance_threshold=0.5,
-        max_question_length=20,
         max_objects=100,
-        max_ocr=50,
         # Faster R-CNN fc7 (2048); FastText 300 + PHOC 604 + fc7 2048 (M4C's
         # 50 always-zero order dims are left out: they feed nothing).
         object_feature_dim=2048,
         ocr_feature_dim=2952,
-        num_steps=12,
-        dropout=0.1,
-        layer_norm_epsilon=1e-12,
         learning_rate=1e-4,
         warmup_steps=1000,
         warmup_factor=0.2,

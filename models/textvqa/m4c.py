@@ -60,6 +60,7 @@ from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
+from models.textvqa import hparams_sets
 from models.textvqa.base import TextVQAModel
 from models.textvqa.hparams_sets import ARCHITECTURES  # noqa: F401 (re-exported)
 from models.textvqa.hparams_sets import MODEL_TYPE  # noqa: F401 (the recipe reads it here)
@@ -260,93 +261,86 @@ class M4C(TextVQAModel):
         decoding's int32 indices `[B, S]`.
     """
 
-    # The constructor's hyper-parameters read from an hparams set.
-    _MODEL_HPARAMS = (
-        "max_ocr", "num_steps", "hidden_size", "num_heads", "filter_size", "num_text_layers",
-        "num_layers", "num_spatial_layers", "context_size", "max_question_length", "dropout",
-        "layer_norm_epsilon",
-    )
+    # The constructor's hyper-parameters, read from an hparams set, and
+    # their defaults (M4C's).
+    HPARAMS = hparams_sets.M4C
 
-    def __init__(self, question_vocab_size, answer_vocab_size, *, max_ocr=50, num_steps=12,
-                 hidden_size=768, num_heads=12, filter_size=3072, num_text_layers=3,
-                 num_layers=4, num_spatial_layers=0, context_size=3, max_question_length=20,
-                 dropout=0.1, layer_norm_epsilon=1e-12, seed=None, **kwargs):
+    def __init__(self, question_vocab_size, answer_vocab_size, *, seed=None, **kwargs):
+        hp = self._take_hparams(kwargs)
         super().__init__(**kwargs)
-        check_sizes(hidden_size, num_heads, filter_size, dropout=dropout)
+        check_sizes(hp.hidden_size, hp.num_heads, hp.filter_size, dropout=hp.dropout)
         for name, value in (("question_vocab_size", question_vocab_size),
-                            ("max_ocr", max_ocr), ("num_steps", num_steps),
-                            ("num_text_layers", num_text_layers),
-                            ("max_question_length", max_question_length)):
+                            ("max_ocr", hp.max_ocr), ("num_steps", hp.num_steps),
+                            ("num_text_layers", hp.num_text_layers),
+                            ("max_question_length", hp.max_question_length)):
             checks.positive_int(name, value)
-        checks.non_negative_int("num_layers", num_layers)
-        checks.non_negative_int("num_spatial_layers", num_spatial_layers)
+        checks.non_negative_int("num_layers", hp.num_layers)
+        checks.non_negative_int("num_spatial_layers", hp.num_spatial_layers)
         if answer_vocab_size <= EOS:
             raise ValueError("Argument `answer_vocab_size` must count <pad>, <s> and </s> "
                              f"(> 2). Received: answer_vocab_size={answer_vocab_size}")
-        if num_layers + num_spatial_layers < 1:
+        if hp.num_layers + hp.num_spatial_layers < 1:
             raise ValueError("The multimodal transformer needs at least one layer. Received: "
-                             f"num_layers={num_layers}, num_spatial_layers={num_spatial_layers}")
-        self._config = dict(
-            question_vocab_size=question_vocab_size, answer_vocab_size=answer_vocab_size,
-            max_ocr=max_ocr, num_steps=num_steps, hidden_size=hidden_size,
-            num_heads=num_heads, filter_size=filter_size, num_text_layers=num_text_layers,
-            num_layers=num_layers, num_spatial_layers=num_spatial_layers,
-            context_size=context_size, max_question_length=max_question_length,
-            dropout=float(dropout), layer_norm_epsilon=float(layer_norm_epsilon), seed=seed)
+                             f"num_layers={hp.num_layers}, "
+                             f"num_spatial_layers={hp.num_spatial_layers}")
+        hp.dropout = float(hp.dropout)
+        hp.layer_norm_epsilon = float(hp.layer_norm_epsilon)
+        self._config = dict(question_vocab_size=question_vocab_size,
+                            answer_vocab_size=answer_vocab_size, **vars(hp), seed=seed)
         self.answer_vocab_size = answer_vocab_size
-        self.max_ocr = max_ocr
-        self.num_steps = num_steps
-        self.hidden_size = hidden_size
-        self.max_question_length = max_question_length
-        self.spatial = num_spatial_layers > 0
+        self.max_ocr = hp.max_ocr
+        self.num_steps = hp.num_steps
+        self.hidden_size = hp.hidden_size
+        self.max_question_length = hp.max_question_length
+        self.spatial = hp.num_spatial_layers > 0
         seeds = iter(range(1000))
 
         def next_seed():
             return sub_seed(seed, next(seeds))
 
         policy = dict(dtype=self.dtype_policy)
-        epsilon = layer_norm_epsilon
+        epsilon = hp.layer_norm_epsilon
 
         def norm(name):
             return keras.layers.LayerNormalization(epsilon=epsilon, name=name, **policy)
 
-        def dense(name, units=hidden_size, **extra):
+        def dense(name, units=hp.hidden_size, **extra):
             return keras.layers.Dense(units, name=name, **policy, **extra)
 
-        layer = dict(attention_dropout=dropout, layer_dropout=dropout, relu_dropout=0.0,
+        layer = dict(attention_dropout=hp.dropout, layer_dropout=hp.dropout, relu_dropout=0.0,
                      layer_norm_epsilon=epsilon, **policy)
         # Question encoder (BERT's embeddings and layers, from scratch).
         self.word_embedding = keras.layers.Embedding(
-            question_vocab_size, hidden_size, name="word_embedding", **policy)
+            question_vocab_size, hp.hidden_size, name="word_embedding", **policy)
         self.word_positions = keras.layers.Embedding(
-            max_question_length, hidden_size, name="word_positions", **policy)
+            hp.max_question_length, hp.hidden_size, name="word_positions", **policy)
         self.word_norm = norm("word_norm")
-        self.word_dropout = keras.layers.Dropout(dropout, seed=next_seed(), **policy)
-        self.text_layers = [M4CLayer(hidden_size, filter_size, num_heads, seed=next_seed(),
+        self.word_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
+        self.text_layers = [M4CLayer(hp.hidden_size, hp.filter_size, hp.num_heads, seed=next_seed(),
                                      name=f"text_{i}", **layer)
-                            for i in range(num_text_layers)]
+                            for i in range(hp.num_text_layers)]
         # Objects and OCR tokens (Eqs. 1-2).
         self.object_projection, self.object_norm = dense("object_projection"), norm("object_norm")
         self.object_box_projection = dense("object_box_projection")
         self.object_box_norm = norm("object_box_norm")
-        self.object_dropout = keras.layers.Dropout(dropout, seed=next_seed(), **policy)
+        self.object_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
         self.ocr_projection, self.ocr_norm = dense("ocr_projection"), norm("ocr_norm")
         self.ocr_box_projection = dense("ocr_box_projection")
         self.ocr_box_norm = norm("ocr_box_norm")
-        self.ocr_dropout = keras.layers.Dropout(dropout, seed=next_seed(), **policy)
+        self.ocr_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
         # Previous predictions.
         self.answer_norm = norm("answer_embedding_norm")
         self.copy_norm = norm("copy_embedding_norm")
         self.step_positions = keras.layers.Embedding(
-            num_steps, hidden_size, name="step_positions", **policy)
-        self.step_types = keras.layers.Embedding(2, hidden_size, name="step_types", **policy)
+            hp.num_steps, hp.hidden_size, name="step_positions", **policy)
+        self.step_types = keras.layers.Embedding(2, hp.hidden_size, name="step_types", **policy)
         self.step_norm = norm("step_norm")
-        self.step_dropout = keras.layers.Dropout(dropout, seed=next_seed(), **policy)
+        self.step_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
         # The multimodal transformer.
         self.mmt_layers = [
-            M4CLayer(hidden_size, filter_size, num_heads, spatial=i >= num_layers,
-                     context_size=context_size, seed=next_seed(), name=f"mmt_{i}", **layer)
-            for i in range(num_layers + num_spatial_layers)]
+            M4CLayer(hp.hidden_size, hp.filter_size, hp.num_heads, spatial=i >= hp.num_layers,
+                     context_size=hp.context_size, seed=next_seed(), name=f"mmt_{i}", **layer)
+            for i in range(hp.num_layers + hp.num_spatial_layers)]
         # Outputs.
         self.classifier = dense("classifier", answer_vocab_size)
         self.pointer_query = dense("pointer_query")

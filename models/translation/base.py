@@ -3,13 +3,12 @@
 What the Transformer (`models/translation/transformer.py`), the LSTM seq2seq
 (`models/translation/lstm_seq2seq.py`) and the captioners share:
 
-* Hyper-parameters. The keyword arguments of a model's constructor that
-  have defaults are its hparams: `hparam_defaults()` reads them from the
-  signature, so each default is written once, in the constructor.
-  The sets themselves are data in each family's `hparams_sets.py` (a test
-  checks their model values against `hparam_defaults()`); `from_hparams`
-  builds a model from an `HParams`, and `get_config` returns the
-  constructor's arguments.
+* Hyper-parameters. A model's `HPARAMS` is a dict of its family's keras-free
+  `hparams_sets.py` (e.g. `hparams_sets.TRANSFORMER`): the keyword arguments
+  its constructor takes besides `vocab_size` and `seed`, with their
+  defaults, so each default is written once, as the sets' data.
+  `from_hparams` builds a model from an `HParams`, and `get_config` returns
+  the constructor's arguments.
 * Embeddings with the shared softmax. A source and a target
   `keras.layers.Embedding` (normal, stddev `hidden_size ** -0.5`), or with
   `shared_embedding_and_softmax_weights` one matrix for both and for the
@@ -27,36 +26,41 @@ then the subclass's, in the order it makes them) are seeded by
 `keras_structattn.layers.blocks.sub_seed`.
 """
 
-import inspect
+import types
 
 import keras
 from keras import ops
 
 from keras_structattn.decoding.tokens import PAD_ID
 from keras_structattn.layers.blocks import sub_seed
+from models._sets import take_hparams
 
 
 class Seq2Seq(keras.Model):
     """Base of the encoder-decoder models (see the module docstring).
 
-    A subclass sets `model_type` (the hparam naming its family) and,
-    if its source is not token ids, `embeds_source = False` (then there is
-    no `source_embedding`),
-    calls `super().__init__` then `_keep_config(locals())` in its
-    constructor, and implements `encode`, `decode`, `initial_cache` and
-    `decode_step`.
+    A subclass sets `model_type` (the hparam naming its family), `HPARAMS`
+    (its hyper-parameters and their defaults, data of its family's
+    `hparams_sets`) and, if its source is not token ids, `embeds_source =
+    False` (then there is no `source_embedding`); it checks the values in
+    `_check_hparams(hp)` and makes its layers in `_make_layers(hp)` (after
+    the embeddings; the constructor is the base's), and implements
+    `encode`, `decode`, `initial_cache` and `decode_step`; `self.hp` holds
+    its values.
 
     Args:
         vocab_size: size of the (joint) vocabulary, an int >= 2 (`PAD_ID`
             and `EOS_ID` are ids of it).
-        hidden_size: the embedding width.
-        shared_embedding_and_softmax_weights: one matrix for source and
-            target embeddings and the output projection (joint vocabulary);
-            otherwise three separate ones (without a source embedding,
-            `embeds_source = False`: one matrix for the target embedding and
-            the output projection, or two).
         seed: int seed of the model's initializers and dropouts.
-        **kwargs: `keras.Model` arguments.
+        **kwargs: the hyper-parameters of `HPARAMS` (each defaults to its
+            value there), and `keras.Model` arguments. Of those the base
+            reads `hidden_size`, the embedding width, and
+            `shared_embedding_and_softmax_weights` (False where the model
+            has no such hparam): one matrix for source and target
+            embeddings and the output projection (joint vocabulary);
+            otherwise three separate ones (without a source embedding,
+            `embeds_source = False`: one matrix for the target embedding
+            and the output projection, or two).
 
     Call arguments:
         inputs: `(source_ids [B, S], decoder_inputs [B, T])` of ints, the
@@ -72,29 +76,28 @@ class Seq2Seq(keras.Model):
     # `source_embedding` is made (it is None), and sharing ties the target
     # embedding to the softmax only.
     embeds_source = True
+    # The constructor's hyper-parameters and their defaults (a dict of the
+    # family's `hparams_sets`).
+    HPARAMS = {}
 
-    def __init__(
-        self,
-        vocab_size,
-        hidden_size,
-        shared_embedding_and_softmax_weights,
-        seed=None,
-        **kwargs,
-    ):
+    def __init__(self, vocab_size, seed=None, **kwargs):
+        hp = take_hparams(self.HPARAMS, kwargs)
+        self._check_hparams(hp)
         super().__init__(**kwargs)
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
             raise ValueError(
                 "Argument `vocab_size` must be an int >= 2 (the padding and EOS ids are "
                 f"tokens of it). Received: {vocab_size!r}"
             )
+        self._constructor_config = dict(vocab_size=vocab_size, seed=seed, **vars(hp))
         self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
+        self.hidden_size = hp.hidden_size
         self.seed = seed
         self._seed_count = 0
         self.source_embedding = None
         if self.embeds_source:
             self.source_embedding = self._embedding("source_embedding")
-        if shared_embedding_and_softmax_weights:
+        if getattr(hp, "shared_embedding_and_softmax_weights", False):
             self.target_embedding = self.source_embedding
             if self.target_embedding is None:
                 self.target_embedding = self._embedding("target_embedding")
@@ -104,6 +107,7 @@ class Seq2Seq(keras.Model):
             self.output_projection = keras.layers.Dense(
                 vocab_size, use_bias=False, name="output_projection"
             )
+        self._make_layers(hp)
 
     def _next_seed(self):
         """`sub_seed` of the next random sublayer made."""
@@ -123,26 +127,29 @@ class Seq2Seq(keras.Model):
     @classmethod
     def hparam_defaults(cls):
         """The constructor's hyper-parameters and their defaults, by name
-        (every argument with a default but `seed`)."""
-        parameters = inspect.signature(cls.__init__).parameters.values()
-        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        return {
-            p.name: p.default
-            for p in parameters
-            if p.kind in kinds and p.default is not p.empty and p.name != "seed"
-        }
+        (a copy of `HPARAMS`)."""
+        return dict(cls.HPARAMS)
+
+    def _check_hparams(self, hp):
+        """Raises ValueError for a bad value of `hp` (a namespace of the
+        constructor's hyper-parameters), before any layer is made."""
+
+    def _make_layers(self, hp):
+        """Makes the model's layers but the embeddings (made before, in
+        this order: their seeds come first)."""
+        raise NotImplementedError
+
+    @property
+    def hp(self):
+        """The constructor's hyper-parameters, a namespace (`hp.hidden_size`)."""
+        return types.SimpleNamespace(**{name: self._constructor_config[name]
+                                        for name in self.HPARAMS})
 
     @classmethod
     def from_hparams(cls, hparams, vocab_size, seed=None, **kwargs):
         """Builds the model of a `keras_structattn.training.hparams.HParams` set."""
         values = {name: getattr(hparams, name) for name in cls.hparam_defaults()}
         return cls(vocab_size=vocab_size, seed=seed, **values, **kwargs)
-
-    def _keep_config(self, arguments):
-        """Keeps the constructor's `arguments` (its `locals()`) for
-        `get_config`."""
-        names = ("vocab_size", "seed", *self.hparam_defaults())
-        self._constructor_config = {name: arguments[name] for name in names}
 
     def get_config(self):
         config = super().get_config()

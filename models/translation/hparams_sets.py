@@ -1,13 +1,13 @@
 """The translation family's hparams sets: `transformer_*` and `lstm_*`.
 
 Plain data (no Keras; `models.registry` collects `SETS`). Each model's
-values are its constructor's defaults (`TRANSFORMER`, `LSTM`; a test checks
-them against `Transformer.hparam_defaults()` and `LSTMSeq2Seq`'s), its
-`model_type`, and the recipe's training values (`training_defaults`, with
-the model's changes).
+values are its constructor's defaults, written only here (`TRANSFORMER`,
+`LSTM`: the models' `HPARAMS`), its `model_type`, and the recipe's training
+values (`training_defaults`, with the model's changes).
 """
 
-from models._sets import derive
+from models._sets import model_set
+from models._sets import sets_of
 
 
 def training_defaults(**changes):
@@ -38,8 +38,9 @@ def training_defaults(**changes):
     return values
 
 
-# `Transformer`'s constructor defaults: tensor2tensor's `transformer_base`.
-TRANSFORMER = dict(
+# tensor2tensor's `transformer_base` sizes and dropouts (the Transformer
+# captioners' too).
+TRANSFORMER_STACKS = dict(
     hidden_size=512,
     filter_size=2048,
     num_hidden_layers=6,
@@ -47,14 +48,18 @@ TRANSFORMER = dict(
     layer_prepostprocess_dropout=0.1,
     attention_dropout=0.1,
     relu_dropout=0.1,
+)
+# Area attention's arguments (`MultiHeadAreaAttention`), off: areas of 1.
+AREAS = dict(max_area_width=1, area_key_mode="mean", area_value_mode="sum")
+# `Transformer`'s constructor defaults: tensor2tensor's `transformer_base`.
+TRANSFORMER = dict(
+    TRANSFORMER_STACKS,
     shared_embedding_and_softmax_weights=True,
     num_area_layers=0,
     area_attention_kinds="encoder_self,decoder_self,encdec",
-    max_area_width=1,
     max_area_height=1,
     memory_height=1,
-    area_key_mode="mean",
-    area_value_mode="sum",
+    **AREAS,
 )
 # `LSTMSeq2Seq`'s constructor defaults: t2t's `lstm_attention_base`.
 LSTM = dict(
@@ -63,23 +68,19 @@ LSTM = dict(
     num_heads=4,
     dropout=0.2,
     shared_embedding_and_softmax_weights=True,
-    max_area_width=1,
-    area_key_mode="mean",
-    area_value_mode="sum",
+    **AREAS,
 )
 LSTM_TRAINING = dict(learning_rate_constant=1.0, learning_rate_warmup_steps=1000)
 
 
 def transformer_hparams(**changes):
     """`transformer_base` with `changes` applied."""
-    values = dict(model_type="transformer", **TRANSFORMER, **training_defaults())
-    return derive(values, **changes)
+    return model_set("transformer", TRANSFORMER, training_defaults(), **changes)
 
 
 def lstm_hparams(**changes):
     """`lstm_attention_base` with `changes` applied."""
-    values = dict(model_type="lstm", **LSTM, **training_defaults(**LSTM_TRAINING))
-    return derive(values, **changes)
+    return model_set("lstm", LSTM, training_defaults(**LSTM_TRAINING), **changes)
 
 
 def _transformer_sets():
@@ -120,6 +121,6 @@ def _lstm_sets():
 
 
 SETS = {
-    **{name: (lambda v=values: transformer_hparams(**v)) for name, values in _transformer_sets()},
-    **{name: (lambda v=values: lstm_hparams(**v)) for name, values in _lstm_sets()},
+    **sets_of(transformer_hparams, _transformer_sets()),
+    **sets_of(lstm_hparams, _lstm_sets()),
 }

@@ -28,6 +28,7 @@ from keras_structattn import checks
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.transformer import make_attention
+from models.translation import hparams_sets
 from models.translation.base import Seq2Seq
 
 
@@ -66,8 +67,8 @@ class LSTMSeq2Seq(Seq2Seq):
     """2-layer (by default) LSTM seq2seq with multi-head (area) attention.
 
     The defaults are tensor2tensor's `lstm_attention` (and
-    `lstm_area_attention_base` with `max_area_width=2`); each default is an
-    hparam of the sets (`Seq2Seq.hparam_defaults`).
+    `lstm_area_attention_base` with `max_area_width=2`): `hparams_sets.LSTM`,
+    the class's `HPARAMS`.
 
     Args:
         vocab_size: size of the joint vocabulary.
@@ -83,39 +84,21 @@ class LSTMSeq2Seq(Seq2Seq):
             modes (`MultiHeadAreaAttention`).
         seed: int seed of the embeddings' initialisation and of dropout.
 
-    Call arguments:
-        inputs: `(source_ids [B, S], decoder_inputs [B, T])`.
-        training: whether dropout is active.
-
-    Returns:
-        float32 logits `[B, T, vocab_size]`.
+    Call arguments and returns: as `Seq2Seq`'s.
     """
 
     model_type = "lstm"
+    HPARAMS = hparams_sets.LSTM
     # The recipe's schedule peaks at constant / sqrt(warmup * hidden_size):
     # about 1e-3 for these defaults.
 
-    def __init__(
-        self,
-        vocab_size,
-        hidden_size=1024,
-        num_hidden_layers=2,
-        num_heads=4,
-        dropout=0.2,
-        shared_embedding_and_softmax_weights=True,
-        max_area_width=1,
-        area_key_mode="mean",
-        area_value_mode="sum",
-        seed=None,
-        **kwargs,
-    ):
-        check_sizes(hidden_size, num_heads, dropout=dropout)
-        checks.positive_int("num_hidden_layers", num_hidden_layers)
-        checks.positive_int("max_area_width", max_area_width)
-        super().__init__(
-            vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
-        )
-        self._keep_config(locals())
+    def _check_hparams(self, hp):
+        check_sizes(hp.hidden_size, hp.num_heads, dropout=hp.dropout)
+        checks.positive_int("num_hidden_layers", hp.num_hidden_layers)
+        checks.positive_int("max_area_width", hp.max_area_width)
+
+    def _make_layers(self, hp):
+        hidden_size, num_hidden_layers = hp.hidden_size, hp.num_hidden_layers
         self.num_hidden_layers = num_hidden_layers
         self.encoder_layers = [
             keras.layers.LSTM(
@@ -129,21 +112,17 @@ class LSTMSeq2Seq(Seq2Seq):
             for i in range(num_hidden_layers)
         ]
         area = None
-        if max_area_width > 1:
-            area = dict(
-                max_area_width=max_area_width,
-                area_key_mode=area_key_mode,
-                area_value_mode=area_value_mode,
-            )
+        if hp.max_area_width > 1:
+            area = {name: getattr(hp, name) for name in hparams_sets.AREAS}
         self.attention = make_attention(
-            num_heads, hidden_size // num_heads, 0.0, area=area, seed=self._next_seed(),
+            hp.num_heads, hidden_size // hp.num_heads, 0.0, area=area, seed=self._next_seed(),
             name="attention",
         )
         self.attentional = keras.layers.Dense(
             hidden_size, activation="tanh", use_bias=False, name="attentional"
         )
         self.dropout_layer = keras.layers.Dropout(
-            dropout, seed=self._next_seed(), name="dropout"
+            hp.dropout, seed=self._next_seed(), name="dropout"
         )
 
     def build(self, input_shape=None):

@@ -26,9 +26,13 @@ import keras
 from keras import ops
 
 from keras_structattn import checks
+from keras_structattn.layers.area_attention import KEY_MODES
+from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.transformer import TransformerDecoderBlock
 from keras_structattn.layers.transformer import TransformerEncoderBlock
+from keras_structattn.ops.attend_areas import VALUE_MODES
 from keras_structattn.ops.positions import timing_signal
+from models.translation import hparams_sets
 from models.translation.base import Seq2Seq
 
 AREA_KINDS = ("encoder_self", "decoder_self", "encdec")
@@ -68,8 +72,23 @@ class TransformerDecoding(TimingEmbedding):
     Transformer decoder's teacher-forced pass and incremental decoding
     (`Transformer`'s and `TransformerCaptioner`'s). It reads the
     `target_embedding`, `target_dropout`, `decoder_blocks` and
-    `decoder_norm` that `make_stacks` makes.
+    `decoder_norm` that `make_stacks` makes, and checks the hparams of
+    `make_stacks`.
     """
+
+    def _check_hparams(self, hp):
+        check_stacks(hp)
+        check_area_layers(hp)
+
+    def _build_stacks(self, hidden, target_hidden):
+        """Builds the stacks of `make_stacks` on the encoder's `hidden` and
+        the decoder's `target_hidden` shapes."""
+        for block in self.encoder_blocks:
+            block.build(hidden)
+        for block in self.decoder_blocks:
+            block.build(target_hidden, hidden)
+        self.encoder_norm.build(hidden)
+        self.decoder_norm.build(target_hidden)
 
     def decode(self, decoder_inputs, encoder_outputs, encoder_mask, training=False):
         """Logits `[B, T, V]` of the whole (shifted) target, causally."""
@@ -127,8 +146,8 @@ class TransformerDecoding(TimingEmbedding):
 class Transformer(TransformerDecoding, Seq2Seq):
     """Encoder-decoder Transformer over token ids.
 
-    The defaults are tensor2tensor's `transformer_base`; each default is an
-    hparam of the sets (`Seq2Seq.hparam_defaults`).
+    The defaults are tensor2tensor's `transformer_base`
+    (`hparams_sets.TRANSFORMER`, the class's `HPARAMS`).
 
     Args:
         vocab_size: size of the (joint) vocabulary.
@@ -145,63 +164,14 @@ class Transformer(TransformerDecoding, Seq2Seq):
             area_value_mode: the area arguments (`MultiHeadAreaAttention`).
         seed: int seed of the initializers and dropouts.
 
-    Call arguments:
-        inputs: a tuple `(source_ids [B, S], decoder_inputs [B, T])` of ints.
-        training: whether dropout is active.
-
-    Returns:
-        float32 logits `[B, T, vocab_size]`.
+    Call arguments and returns: as `Seq2Seq`'s.
     """
 
     model_type = "transformer"
+    HPARAMS = hparams_sets.TRANSFORMER
 
-    def __init__(
-        self,
-        vocab_size,
-        hidden_size=512,
-        filter_size=2048,
-        num_hidden_layers=6,
-        num_heads=8,
-        layer_prepostprocess_dropout=0.1,
-        attention_dropout=0.1,
-        relu_dropout=0.1,
-        shared_embedding_and_softmax_weights=True,
-        num_area_layers=0,
-        area_attention_kinds="encoder_self,decoder_self,encdec",
-        max_area_width=1,
-        max_area_height=1,
-        memory_height=1,
-        area_key_mode="mean",
-        area_value_mode="sum",
-        seed=None,
-        **kwargs,
-    ):
-        super().__init__(
-            vocab_size, hidden_size, shared_embedding_and_softmax_weights, seed, **kwargs
-        )
-        self._keep_config(locals())
-        checks.positive_int("num_hidden_layers", num_hidden_layers)
-        if not 0 <= num_area_layers <= num_hidden_layers:
-            raise ValueError(
-                f"Argument `num_area_layers` must be in [0, {num_hidden_layers}]"
-                f" (num_hidden_layers). Received: {num_area_layers!r}"
-            )
-        kinds = area_kinds(area_attention_kinds)
-        area = dict(
-            max_area_width=max_area_width,
-            max_area_height=max_area_height,
-            memory_height=memory_height,
-            area_key_mode=area_key_mode,
-            area_value_mode=area_value_mode,
-        )
-
-        def area_for(kind, layer):
-            return area if layer < num_area_layers and kind in kinds else None
-
-        make_stacks(
-            self, num_hidden_layers, hidden_size, filter_size, num_heads,
-            layer_prepostprocess_dropout, attention_dropout, relu_dropout, area_for,
-        )
+    def _make_layers(self, hp):
+        make_stacks(self, hp, dict.fromkeys(AREA_KINDS, area_arguments(hp)))
 
     # -------------------------------------------------------------- forward
 
@@ -212,12 +182,7 @@ class Transformer(TransformerDecoding, Seq2Seq):
         hidden = (source_shape[0], source_shape[1], self.hidden_size)
         target_hidden = (target_shape[0], target_shape[1], self.hidden_size)
         self._build_embeddings(source_shape, target_shape)
-        for block in self.encoder_blocks:
-            block.build(hidden)
-        for block in self.decoder_blocks:
-            block.build(target_hidden, hidden)
-        self.encoder_norm.build(hidden)
-        self.decoder_norm.build(target_hidden)
+        self._build_stacks(hidden, target_hidden)
         self.built = True
 
     def encode(self, source_ids, training=False):
@@ -232,8 +197,53 @@ class Transformer(TransformerDecoding, Seq2Seq):
         return self.encoder_norm(x), mask
 
 
-def make_stacks(model, num_hidden_layers, hidden_size, filter_size, num_heads,
-                layer_prepostprocess_dropout, attention_dropout, relu_dropout, area_for):
+def check_stacks(hp):
+    """Checks the sizes and dropouts of `make_stacks` (the Transformers' and
+    `CATTCaptioner`'s), `hp` a namespace of them."""
+    check_sizes(
+        hp.hidden_size,
+        hp.num_heads,
+        hp.filter_size,
+        layer_prepostprocess_dropout=hp.layer_prepostprocess_dropout,
+        attention_dropout=hp.attention_dropout,
+        relu_dropout=hp.relu_dropout,
+    )
+    checks.positive_int("num_hidden_layers", hp.num_hidden_layers)
+
+
+def check_area_layers(hp):
+    """Checks the area hparams of a Transformer (translation or captioning)
+    `hp`: `num_area_layers`, `area_attention_kinds` and the area sizes and
+    modes."""
+    checks.positive_int("max_area_width", hp.max_area_width)
+    checks.positive_int("max_area_height", hp.max_area_height)
+    checks.one_of("area_key_mode", hp.area_key_mode, KEY_MODES)
+    checks.one_of("area_value_mode", hp.area_value_mode, VALUE_MODES)
+    if not 0 <= hp.num_area_layers <= hp.num_hidden_layers:
+        raise ValueError(
+            f"Argument `num_area_layers` must be in [0, {hp.num_hidden_layers}]"
+            f" (num_hidden_layers). Received: {hp.num_area_layers!r}"
+        )
+    area_kinds(hp.area_attention_kinds)
+
+
+def area_arguments(hp, **changes):
+    """The area arguments (`MultiHeadAreaAttention`) of `hp`, `changes`
+    applied (a captioner has no `memory_height`: it passes its own)."""
+    names = ("max_area_width", "max_area_height", "memory_height", "area_key_mode",
+             "area_value_mode")
+    return {name: changes[name] if name in changes else getattr(hp, name) for name in names}
+
+
+def make_input_dropouts(model, rate):
+    """The encoder and decoder input dropouts of `model` (seeded in this
+    order with `model._next_seed()`)."""
+    for attribute, name in (("input_dropout", "encoder_input_dropout"),
+                            ("target_dropout", "decoder_input_dropout")):
+        setattr(model, attribute, keras.layers.Dropout(rate, seed=model._next_seed(), name=name))
+
+
+def make_stacks(model, hp, areas):
     """Makes the encoder and decoder stacks of `model` (the Transformer's and
     the captioner's): its input dropouts, blocks and final layer norms.
 
@@ -242,43 +252,43 @@ def make_stacks(model, num_hidden_layers, hidden_size, filter_size, num_heads,
 
     Args:
         model: a `Seq2Seq` under construction.
-        num_hidden_layers, hidden_size, filter_size, num_heads: sizes.
-        layer_prepostprocess_dropout, attention_dropout, relu_dropout:
-            tensor2tensor's three dropouts.
-        area_for: `area_for(kind, layer)`, the area arguments of attention
-            `kind` ("encoder_self", "decoder_self", "encdec") in `layer`, or
-            None for regular attention.
+        hp: a namespace of `hparams_sets.TRANSFORMER_STACKS`'s names (the
+            sizes and tensor2tensor's three dropouts), `num_area_layers` and
+            `area_attention_kinds`.
+        areas: the area arguments of each attention kind ("encoder_self",
+            "decoder_self", "encdec"), used in the first `num_area_layers`
+            layers by the kinds of `area_attention_kinds` (the others
+            attend regularly).
     """
+    kinds = area_kinds(hp.area_attention_kinds)
 
-    def dropout(name):
-        return keras.layers.Dropout(
-            layer_prepostprocess_dropout, seed=model._next_seed(), name=name
-        )
+    def area_for(kind, layer):
+        return areas[kind] if layer < hp.num_area_layers and kind in kinds else None
 
-    model.input_dropout = dropout("encoder_input_dropout")
-    model.target_dropout = dropout("decoder_input_dropout")
+    make_input_dropouts(model, hp.layer_prepostprocess_dropout)
     block_args = dict(
-        attention_dropout=attention_dropout,
-        relu_dropout=relu_dropout,
-        layer_dropout=layer_prepostprocess_dropout,
+        attention_dropout=hp.attention_dropout,
+        relu_dropout=hp.relu_dropout,
+        layer_dropout=hp.layer_prepostprocess_dropout,
     )
+    sizes = (hp.hidden_size, hp.filter_size, hp.num_heads)
     model.encoder_blocks = [
         TransformerEncoderBlock(
-            hidden_size, filter_size, num_heads,
+            *sizes,
             area=area_for("encoder_self", i), seed=model._next_seed(),
             name=f"encoder_{i}", **block_args,
         )
-        for i in range(num_hidden_layers)
+        for i in range(hp.num_hidden_layers)
     ]
     model.decoder_blocks = [
         TransformerDecoderBlock(
-            hidden_size, filter_size, num_heads,
+            *sizes,
             self_area=area_for("decoder_self", i),
             encdec_area=area_for("encdec", i),
             seed=model._next_seed(),
             name=f"decoder_{i}", **block_args,
         )
-        for i in range(num_hidden_layers)
+        for i in range(hp.num_hidden_layers)
     ]
     model.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
     model.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")

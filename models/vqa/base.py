@@ -19,6 +19,7 @@ arguments read from it, the Keras config).
 
 import keras
 
+from models._sets import take_hparams
 from models.vqa.hparams_sets import MODEL_TYPE
 
 ARCHITECTURES = ("mcan", "mcan_pa", "muan", "catt")
@@ -40,14 +41,22 @@ class VisionLanguageModel(keras.Model):
     """Base of the family's models: what an hparams set gives them.
 
     A subclass sets `model_type`, `architectures` (the sets' `architecture`
-    values it builds) and `_MODEL_HPARAMS` (its constructor's arguments
-    read from the set), and keeps its constructor's arguments in
-    `self._config` (or overrides `_constructor_config`).
+    values it builds) and either `HPARAMS` (its constructor's
+    hyper-parameters and their defaults, data of `hparams_sets`; its
+    constructor takes them with `_take_hparams`) or `_MODEL_HPARAMS` (its
+    constructor's arguments read from the set), and keeps its constructor's
+    arguments in `self._config` (or overrides `_constructor_config`).
     """
 
     model_type = None
     architectures = ()
+    HPARAMS = {}
     _MODEL_HPARAMS = ()
+
+    @classmethod
+    def _take_hparams(cls, kwargs):
+        """Pops the `HPARAMS` from a constructor's `kwargs` (`take_hparams`)."""
+        return take_hparams(cls.HPARAMS, kwargs)
 
     @classmethod
     def check_hparams(cls, hparams):
@@ -63,7 +72,7 @@ class VisionLanguageModel(keras.Model):
     @classmethod
     def hparams_arguments(cls, hparams):
         """The constructor's keyword arguments of the set `hparams`."""
-        return {name: getattr(hparams, name) for name in cls._MODEL_HPARAMS}
+        return {name: getattr(hparams, name) for name in cls._MODEL_HPARAMS or cls.HPARAMS}
 
     def _constructor_config(self):
         return self._config
@@ -102,3 +111,15 @@ class VQAModel(VisionLanguageModel):
         cls.check_hparams(hparams)
         return cls(vocab_size, num_answers, word_vectors=word_vectors, seed=seed,
                    **cls.hparams_arguments(hparams))
+
+    # What the word-position table is, for `_check_length`'s message.
+    _position_table = "the word-position table"
+
+    def _check_length(self, length):
+        """Raises ValueError for questions longer than `max_question_length`
+        (a static `length`; None passes)."""
+        if length is not None and length > self.max_question_length:
+            raise ValueError(
+                f"Questions of {length} tokens are longer than max_question_length="
+                f"{self.max_question_length} ({self._position_table}); truncate them or "
+                "raise max_question_length.")

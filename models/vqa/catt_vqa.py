@@ -51,6 +51,7 @@ from keras_structattn.layers.catt_transformer import CATTEncoderBlock
 from keras_structattn.layers.global_dictionary import GlobalDictionary
 from keras_structattn.layers.global_dictionary import uniform_dictionary_initializer
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
+from models.vqa import hparams_sets
 from models.vqa.base import VQAModel
 from models.vqa.base import check_vqa_inputs
 from models.vqa.hparams_sets import CATT_ARCHITECTURE
@@ -235,127 +236,107 @@ class CATTVQA(VQAModel):
     """
 
     architectures = (ARCHITECTURE,)
-    # The constructor's hyper-parameters read from an hparams set.
-    _MODEL_HPARAMS = (
-        "hidden_size", "num_heads", "filter_size", "num_language_layers", "num_vision_layers",
-        "num_cross_layers", "dictionary_size", "word_dim", "max_question_length", "dropout",
-        "layer_norm_epsilon",
+    # The constructor's hyper-parameters, read from an hparams set, and their
+    # defaults: the sets' (`hparams_sets.CATT_VQA`) at LXMERT's sizes, with
+    # the questions' longest length.
+    HPARAMS = dict(
+        hparams_sets.CATT_VQA,
+        hidden_size=768, num_heads=12, filter_size=3072, word_dim=768,
+        num_language_layers=9, num_vision_layers=5, num_cross_layers=5,
+        max_question_length=hparams_sets.vqa_training_defaults()["max_question_length"],
     )
     architecture = ARCHITECTURE
 
-    def __init__(
-        self,
-        vocab_size,
-        num_answers,
-        *,
-        hidden_size=768,
-        num_heads=12,
-        filter_size=3072,
-        num_language_layers=9,
-        num_vision_layers=5,
-        num_cross_layers=5,
-        dictionary_size=500,
-        word_dim=768,
-        max_question_length=14,
-        dropout=0.1,
-        layer_norm_epsilon=1e-12,
-        word_vectors=None,
-        seed=None,
-        **kwargs,
-    ):
+    def __init__(self, vocab_size, num_answers, *, word_vectors=None, seed=None, **kwargs):
+        hp = self._take_hparams(kwargs)
         super().__init__(**kwargs)
-        check_sizes(hidden_size, num_heads, filter_size, dropout=dropout)
+        check_sizes(hp.hidden_size, hp.num_heads, hp.filter_size, dropout=hp.dropout)
         for name, value in (("vocab_size", vocab_size), ("num_answers", num_answers),
-                            ("num_language_layers", num_language_layers),
-                            ("num_vision_layers", num_vision_layers),
-                            ("num_cross_layers", num_cross_layers), ("word_dim", word_dim),
-                            ("max_question_length", max_question_length)):
+                            ("num_language_layers", hp.num_language_layers),
+                            ("num_vision_layers", hp.num_vision_layers),
+                            ("num_cross_layers", hp.num_cross_layers), ("word_dim", hp.word_dim),
+                            ("max_question_length", hp.max_question_length)):
             checks.positive_int(name, value)
-        checks.non_negative_int("dictionary_size", dictionary_size)
-        self._config = dict(
-            vocab_size=vocab_size, num_answers=num_answers, hidden_size=hidden_size,
-            num_heads=num_heads, filter_size=filter_size,
-            num_language_layers=num_language_layers, num_vision_layers=num_vision_layers,
-            num_cross_layers=num_cross_layers, dictionary_size=dictionary_size,
-            word_dim=word_dim, max_question_length=max_question_length,
-            dropout=float(dropout), layer_norm_epsilon=float(layer_norm_epsilon), seed=seed,
-        )
+        checks.non_negative_int("dictionary_size", hp.dictionary_size)
+        hp.dropout = float(hp.dropout)
+        hp.layer_norm_epsilon = float(hp.layer_norm_epsilon)
+        self._config = dict(vocab_size=vocab_size, num_answers=num_answers, **vars(hp), seed=seed)
         self.vocab_size = vocab_size
         self.num_answers = num_answers
-        self.hidden_size = hidden_size
-        self.dictionary_size = dictionary_size
-        self.max_question_length = max_question_length
-        self.catt = dictionary_size > 0
+        self.hidden_size = hp.hidden_size
+        self.dictionary_size = hp.dictionary_size
+        self.max_question_length = hp.max_question_length
+        self.catt = hp.dictionary_size > 0
         seeds = iter(range(1000))
 
         def next_seed():
             return sub_seed(seed, next(seeds))
 
         policy = dict(dtype=self.dtype_policy)
-        epsilon = layer_norm_epsilon
+        epsilon = hp.layer_norm_epsilon
         initializer = "uniform"
         if word_vectors is not None:
             word_vectors = np.asarray(word_vectors, "float32")
-            if word_vectors.shape != (vocab_size, word_dim):
+            if word_vectors.shape != (vocab_size, hp.word_dim):
                 raise ValueError(
-                    f"Argument `word_vectors` must be [vocab_size, word_dim] = [{vocab_size}, "
-                    f"{word_dim}]. Received: word_vectors.shape={word_vectors.shape}")
-            cls_row = np.random.default_rng(seed).uniform(-0.05, 0.05, (1, word_dim))
+                    f"Argument `word_vectors` must be [vocab_size, hp.word_dim] = [{vocab_size}, "
+                    f"{hp.word_dim}]. Received: word_vectors.shape={word_vectors.shape}")
+            cls_row = np.random.default_rng(seed).uniform(-0.05, 0.05, (1, hp.word_dim))
             initializer = keras.initializers.Constant(
                 np.concatenate([word_vectors, cls_row.astype("float32")]))
         # Ids 0..vocab_size-1 are the question's; vocab_size is [CLS].
         self.word_embedding = keras.layers.Embedding(
-            vocab_size + 1, word_dim, embeddings_initializer=initializer,
+            vocab_size + 1, hp.word_dim, embeddings_initializer=initializer,
             name="word_embedding", **policy)
         self.word_projection = None
-        if word_dim != hidden_size:
+        if hp.word_dim != hp.hidden_size:
             self.word_projection = keras.layers.Dense(
-                hidden_size, name="word_projection", **policy)
+                hp.hidden_size, name="word_projection", **policy)
         self.word_positions = keras.layers.Embedding(
-            max_question_length + 1, hidden_size, name="word_positions", **policy)
+            hp.max_question_length + 1, hp.hidden_size, name="word_positions", **policy)
         self.word_norm = keras.layers.LayerNormalization(
             epsilon=epsilon, name="word_norm", **policy)
-        self.word_dropout = keras.layers.Dropout(dropout, seed=next_seed(), **policy)
+        self.word_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
         self.region_projection = keras.layers.Dense(
-            hidden_size, name="region_projection", **policy)
+            hp.hidden_size, name="region_projection", **policy)
         self.region_norm = keras.layers.LayerNormalization(
             epsilon=epsilon, name="region_norm", **policy)
-        self.box_projection = keras.layers.Dense(hidden_size, name="box_projection", **policy)
+        self.box_projection = keras.layers.Dense(hp.hidden_size, name="box_projection", **policy)
         self.box_norm = keras.layers.LayerNormalization(
             epsilon=epsilon, name="box_norm", **policy)
-        self.region_dropout = keras.layers.Dropout(dropout, seed=next_seed(), **policy)
-        block = dict(share_weights=True, activation="gelu", attention_dropout=dropout,
-                     layer_dropout=dropout, relu_dropout=0.0, layer_norm_epsilon=epsilon,
+        self.region_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
+        block = dict(share_weights=True, activation="gelu", attention_dropout=hp.dropout,
+                     layer_dropout=hp.dropout, relu_dropout=0.0, layer_norm_epsilon=epsilon,
                      **policy)
         self.language_blocks = [
-            CATTEncoderBlock(hidden_size, filter_size, num_heads, seed=next_seed(),
+            CATTEncoderBlock(hp.hidden_size, hp.filter_size, hp.num_heads, seed=next_seed(),
                              name=f"language_{i}", **block)
-            for i in range(num_language_layers)]
+            for i in range(hp.num_language_layers)]
         self.vision_blocks = [
-            CATTEncoderBlock(hidden_size, filter_size, num_heads, seed=next_seed(),
+            CATTEncoderBlock(hp.hidden_size, hp.filter_size, hp.num_heads, seed=next_seed(),
                              name=f"vision_{i}", **block)
-            for i in range(num_vision_layers)]
+            for i in range(hp.num_vision_layers)]
         del block["share_weights"]
         # The top layer updates the language side alone: the head reads it.
         self.cross_layers = [
-            CATTCrossModalityLayer(hidden_size, filter_size, num_heads, seed=next_seed(),
-                                   update_vision=i < num_cross_layers - 1,
+            CATTCrossModalityLayer(hp.hidden_size, hp.filter_size, hp.num_heads, seed=next_seed(),
+                                   update_vision=i < hp.num_cross_layers - 1,
                                    name=f"cross_{i}", **block)
-            for i in range(num_cross_layers)]
+            for i in range(hp.num_cross_layers)]
         self.language_dictionary = self.vision_dictionary = self.language_fusion = None
         if self.catt:
             self.language_dictionary = GlobalDictionary(
-                dictionary_size, hidden_size, initializer=uniform_dictionary_initializer(),
+                hp.dictionary_size, hp.hidden_size, initializer=uniform_dictionary_initializer(),
                 name="language_dictionary", **policy)
             self.vision_dictionary = GlobalDictionary(
-                dictionary_size, hidden_size, initializer=uniform_dictionary_initializer(),
+                hp.dictionary_size, hp.hidden_size, initializer=uniform_dictionary_initializer(),
                 name="vision_dictionary", **policy)
             # The released code's one Linear [L; L_C] -> d at the top.
             self.language_fusion = keras.layers.Dense(
-                hidden_size, name="language_fusion", **policy)
-        self.pooler = keras.layers.Dense(hidden_size, activation="tanh", name="pooler", **policy)
+                hp.hidden_size, name="language_fusion", **policy)
+        self.pooler = keras.layers.Dense(hp.hidden_size, activation="tanh", name="pooler", **policy)
         self.head_hidden = keras.layers.Dense(
-            2 * hidden_size, activation="gelu", name="head_hidden", **policy)
+            2 * hp.hidden_size, activation="gelu", name="head_hidden", **policy)
         self.head_norm = keras.layers.LayerNormalization(
             epsilon=epsilon, name="head_norm", **policy)
         self.classifier = keras.layers.Dense(num_answers, name="classifier", **policy)
@@ -395,13 +376,6 @@ class CATTVQA(VQAModel):
         self.head_norm.build((batch, 2 * d))
         self.classifier.build((batch, 2 * d))
         self.built = True
-
-    def _check_length(self, length):
-        if length is not None and length > self.max_question_length:
-            raise ValueError(
-                f"Questions of {length} tokens are longer than max_question_length="
-                f"{self.max_question_length} (the word-position table); truncate them or "
-                "raise max_question_length.")
 
     # ----------------------------------------------------------- forward
 

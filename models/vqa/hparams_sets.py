@@ -149,6 +149,8 @@ MUAN = dict(
     use_box_features=False,
     box_feature_dim=0,
 )
+# `MUANGrounding`'s: box features on (the paper's grounding setup).
+MUAN_GROUNDING = dict(MUAN, use_box_features=True)
 _MUAN_TINY = dict(hidden_size=64, num_heads=4, filter_size=256, num_blocks=4, word_dim=64,
                   **TINY_TRAINING)
 
@@ -173,7 +175,7 @@ def muan_grounding_base():
     """MUAN-10 for RefCOCO/+/g (Sec. IV-B): expressions of up to 15 words,
     100 proposals of 2048-d features each concatenated with a 2048-d
     projection of its box feature, lambda = 0.5."""
-    values = _vqa_set("muan", dict(MUAN, use_box_features=True), **MUAN_TRAINING)
+    values = _vqa_set("muan", MUAN_GROUNDING, **MUAN_TRAINING)
     del values["max_question_length"]  # expressions: max_expression_length
     return dict(values, model_type="grounding", max_expression_length=15,
                 rank_weight=1.0, regression_weight=0.5)

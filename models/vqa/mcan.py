@@ -42,6 +42,7 @@ from keras_structattn.layers.positional_attention import FUSIONS
 from keras_structattn.layers.positional_attention import POA_VARIANTS
 from keras_structattn.layers.question_encoder import QuestionEncoder
 from keras_structattn.ops.box_geometry import box_position_features
+from models.vqa import hparams_sets
 from models.vqa.base import INPUT_KEYS
 from models.vqa.base import VQAModel
 from models.vqa.base import check_vqa_inputs
@@ -101,7 +102,7 @@ class MCAN(VQAModel):
         pa_object_variant: POA's variant: `"paper"` (default), `"released"`
             (the released code) or `"relation_network"`
             (docs/positional_attention.md).
-        pa_object_fusion: None (the variant's fusion) or a fusion for POA.
+        pa_object_fusion: None or "" (the variant's fusion) or a fusion for POA.
         pa_geometry_dim: POA's geometry embedding width (64).
         pa_word_position_init: `"normal"` (N(0, 1), PyTorch's embedding
             init in the released code) or `"uniform"` (Keras' +-0.05).
@@ -122,74 +123,41 @@ class MCAN(VQAModel):
     """
 
     architectures = ("mcan", "mcan_pa")
-    # The constructor's hyper-parameters read from an hparams set.
-    _MODEL_HPARAMS = (
-        "hidden_size", "num_heads", "filter_size", "num_encoder_layers", "num_decoder_layers",
-        "word_dim", "max_question_length", "flat_mlp_size", "flat_glimpses", "flat_output_size",
-        "dropout", "layer_norm", "layer_norm_epsilon", "pa_fusion", "pa_object_variant",
-        "pa_object_fusion", "pa_geometry_dim", "pa_word_position_init",
+    _position_table = "the word-position table of MCAN+PA; MCAN truncates them"
+    # The constructor's hyper-parameters, read from an hparams set, and their
+    # defaults: MCAN-small's, with the questions' longest length.
+    HPARAMS = dict(
+        hparams_sets.MCAN,
+        max_question_length=hparams_sets.vqa_training_defaults()["max_question_length"],
     )
 
-    def __init__(
-        self,
-        vocab_size,
-        num_answers,
-        *,
-        hidden_size=512,
-        num_heads=8,
-        filter_size=2048,
-        num_encoder_layers=6,
-        num_decoder_layers=6,
-        word_dim=300,
-        max_question_length=14,
-        flat_mlp_size=512,
-        flat_glimpses=1,
-        flat_output_size=1024,
-        dropout=0.1,
-        layer_norm="mcan",
-        layer_norm_epsilon=1e-6,
-        positional=False,
-        pa_fusion="scaled_sum",
-        pa_object_variant="paper",
-        pa_object_fusion=None,
-        pa_geometry_dim=64,
-        pa_word_position_init="normal",
-        word_vectors=None,
-        seed=None,
-        **kwargs,
-    ):
+    def __init__(self, vocab_size, num_answers, *, positional=False, word_vectors=None,
+                 seed=None, **kwargs):
+        hp = self._take_hparams(kwargs)
         super().__init__(**kwargs)
-        check_sizes(hidden_size, num_heads, filter_size, dropout=dropout)
+        check_sizes(hp.hidden_size, hp.num_heads, hp.filter_size, dropout=hp.dropout)
         for name, value in (
             ("vocab_size", vocab_size),
             ("num_answers", num_answers),
-            ("num_encoder_layers", num_encoder_layers),
-            ("num_decoder_layers", num_decoder_layers),
-            ("max_question_length", max_question_length),
+            ("num_encoder_layers", hp.num_encoder_layers),
+            ("num_decoder_layers", hp.num_decoder_layers),
+            ("max_question_length", hp.max_question_length),
         ):
             checks.positive_int(name, value)
-        checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
+        checks.one_of("layer_norm", hp.layer_norm, LAYER_NORMS)
         checks.boolean("positional", positional)
-        checks.one_of("pa_fusion", pa_fusion, FUSIONS)
-        checks.one_of("pa_object_variant", pa_object_variant, tuple(POA_VARIANTS))
-        if pa_object_fusion is not None:
-            checks.one_of("pa_object_fusion", pa_object_fusion, FUSIONS)
-        checks.one_of("pa_word_position_init", pa_word_position_init, WORD_POSITION_INITS)
-        self._config = dict(
-            vocab_size=vocab_size, num_answers=num_answers, hidden_size=hidden_size,
-            num_heads=num_heads, filter_size=filter_size,
-            num_encoder_layers=num_encoder_layers, num_decoder_layers=num_decoder_layers,
-            word_dim=word_dim, max_question_length=max_question_length,
-            flat_mlp_size=flat_mlp_size, flat_glimpses=flat_glimpses,
-            flat_output_size=flat_output_size, dropout=float(dropout), layer_norm=layer_norm,
-            layer_norm_epsilon=float(layer_norm_epsilon), positional=positional,
-            pa_fusion=pa_fusion, pa_object_variant=pa_object_variant,
-            pa_object_fusion=pa_object_fusion, pa_geometry_dim=pa_geometry_dim,
-            pa_word_position_init=pa_word_position_init, seed=seed,
-        )
-        self.hidden_size = hidden_size
+        checks.one_of("pa_fusion", hp.pa_fusion, FUSIONS)
+        checks.one_of("pa_object_variant", hp.pa_object_variant, tuple(POA_VARIANTS))
+        hp.pa_object_fusion = hp.pa_object_fusion or None  # "": the variant's
+        if hp.pa_object_fusion is not None:
+            checks.one_of("pa_object_fusion", hp.pa_object_fusion, FUSIONS)
+        checks.one_of("pa_word_position_init", hp.pa_word_position_init, WORD_POSITION_INITS)
+        hp.dropout, hp.layer_norm_epsilon = float(hp.dropout), float(hp.layer_norm_epsilon)
+        self._config = dict(vocab_size=vocab_size, num_answers=num_answers, **vars(hp),
+                            positional=positional, seed=seed)
+        self.hidden_size = hp.hidden_size
         self.num_answers = num_answers
-        self.max_question_length = max_question_length
+        self.max_question_length = hp.max_question_length
         self.positional = positional
         self.seed = seed
         seeds = iter(range(101))
@@ -199,56 +167,56 @@ class MCAN(VQAModel):
 
         policy = dict(dtype=self.dtype_policy)
         self.question_encoder = QuestionEncoder(
-            vocab_size, hidden_size, word_dim=word_dim, embeddings=word_vectors,
+            vocab_size, hp.hidden_size, word_dim=hp.word_dim, embeddings=word_vectors,
             seed=next_seed(), name="question_encoder", **policy,
         )
         self.region_projection = keras.layers.Dense(
-            hidden_size, name="region_projection", **policy
+            hp.hidden_size, name="region_projection", **policy
         )
         block = dict(
-            filter_size=filter_size, dropout=dropout, positional=positional,
-            fusion=pa_fusion, layer_norm=layer_norm, layer_norm_epsilon=layer_norm_epsilon,
+            filter_size=hp.filter_size, dropout=hp.dropout, positional=positional,
+            fusion=hp.pa_fusion, layer_norm=hp.layer_norm, layer_norm_epsilon=hp.layer_norm_epsilon,
             **policy,
         )
         self.encoder_blocks = [
             MCANSelfAttentionBlock(
-                hidden_size, num_heads, seed=next_seed(), name=f"encoder_{i}", **block
+                hp.hidden_size, hp.num_heads, seed=next_seed(), name=f"encoder_{i}", **block
             )
-            for i in range(num_encoder_layers)
+            for i in range(hp.num_encoder_layers)
         ]
         self.decoder_blocks = [
             MCANGuidedAttentionBlock(
-                hidden_size, num_heads, object_variant=pa_object_variant,
-                object_fusion=pa_object_fusion, geometry_dim=pa_geometry_dim,
+                hp.hidden_size, hp.num_heads, object_variant=hp.pa_object_variant,
+                object_fusion=hp.pa_object_fusion, geometry_dim=hp.pa_geometry_dim,
                 seed=next_seed(), name=f"decoder_{i}", **block,
             )
-            for i in range(num_decoder_layers)
+            for i in range(hp.num_decoder_layers)
         ]
-        flat = dict(dropout=dropout, **policy)
+        flat = dict(dropout=hp.dropout, **policy)
         self.question_flatten = AttentionFlattening(
-            flat_mlp_size, flat_glimpses, flat_output_size, seed=next_seed(),
+            hp.flat_mlp_size, hp.flat_glimpses, hp.flat_output_size, seed=next_seed(),
             name="question_flatten", **flat,
         )
         self.region_flatten = AttentionFlattening(
-            flat_mlp_size, flat_glimpses, flat_output_size, seed=next_seed(),
+            hp.flat_mlp_size, hp.flat_glimpses, hp.flat_output_size, seed=next_seed(),
             name="region_flatten", **flat,
         )
         self.fusion_norm = layer_normalization(
-            layer_norm, layer_norm_epsilon, name="fusion_norm", **policy
+            hp.layer_norm, hp.layer_norm_epsilon, name="fusion_norm", **policy
         )
         self.classifier = keras.layers.Dense(num_answers, name="classifier", **policy)
         self.word_positions = self.box_projection = None
         if positional:
-            if pa_word_position_init == "normal":
+            if hp.pa_word_position_init == "normal":
                 initializer = keras.initializers.RandomNormal(stddev=1.0, seed=next_seed())
             else:
                 initializer = keras.initializers.RandomUniform(-0.05, 0.05, seed=next_seed())
             self.word_positions = keras.layers.Embedding(
-                max_question_length, hidden_size, embeddings_initializer=initializer,
+                hp.max_question_length, hp.hidden_size, embeddings_initializer=initializer,
                 name="word_positions", **policy,
             )
             self.box_projection = keras.layers.Dense(
-                hidden_size, name="box_projection", **policy
+                hp.hidden_size, name="box_projection", **policy
             )
 
     # ------------------------------------------------------------ hparams
@@ -258,7 +226,6 @@ class MCAN(VQAModel):
         """The constructor's arguments of an `mcan_*` / `mcan_pa_*` set
         (`VQAModel.from_hparams`): MCAN+PA is `positional=True`."""
         values = super().hparams_arguments(hparams)
-        values["pa_object_fusion"] = values["pa_object_fusion"] or None
         return dict(values, positional=hparams.architecture == "mcan_pa")
 
     # -------------------------------------------------------------- Keras
@@ -289,14 +256,6 @@ class MCAN(VQAModel):
             self.word_positions.build((length,))
             self.box_projection.build((regions[0], regions[1], 5))
         self.built = True
-
-    def _check_length(self, length):
-        if length is not None and length > self.max_question_length:
-            raise ValueError(
-                f"Questions of {length} tokens are longer than max_question_length="
-                f"{self.max_question_length} (the word-position table of MCAN+PA; truncate "
-                "them, as MCAN does, or raise max_question_length)."
-            )
 
     def _forward(self, inputs, training=None, return_maps=False):
         question, regions, boxes, region_mask = check_vqa_inputs(inputs, "MCAN")

@@ -34,10 +34,12 @@ from keras_structattn.layers.blocks import LAYER_NORMS
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.question_encoder import QuestionEncoder
+from keras_structattn.layers.unified_attention import BLOCK_OPTIONS
 from keras_structattn.layers.unified_attention import UnifiedAttentionStack
 from keras_structattn.ops.box_geometry import box_position_features
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 from keras_structattn.tasks.grounding import heads as grounding
+from models.vqa import hparams_sets
 from models.vqa.base import VisionLanguageModel
 from models.vqa.base import VQAModel
 from models.vqa.hparams_sets import NO_QUADRANT_MASK
@@ -66,69 +68,35 @@ class _UnifiedAttentionModel(VisionLanguageModel):
     _text_key = None
     _prepend_token = False
 
-    def __init__(
-        self,
-        vocab_size,
-        *,
-        hidden_size=768,
-        num_heads=8,
-        filter_size=3072,
-        num_blocks=10,
-        dropout=0.1,
-        attention_dropout=0.1,
-        word_dim=300,
-        gate_dim=0,
-        gate_per_head=True,
-        share_gate_weights_across_heads=True,
-        qk_gate=True,
-        mask_quadrants=NO_QUADRANT_MASK,
-        layer_norm="keras",
-        modality_norm=True,
-        use_box_features=False,
-        box_feature_dim=0,
-        word_vectors=None,
-        seed=None,
-        **kwargs,
-    ):
+    def __init__(self, vocab_size, *, word_vectors=None, seed=None, **kwargs):
+        hp = self._take_hparams(kwargs)
         super().__init__(**kwargs)
         checks.positive_int("vocab_size", vocab_size)
         check_sizes(
-            hidden_size, num_heads, filter_size, dropout=dropout,
-            attention_dropout=attention_dropout,
+            hp.hidden_size, hp.num_heads, hp.filter_size, dropout=hp.dropout,
+            attention_dropout=hp.attention_dropout,
         )
-        checks.positive_int("num_blocks", num_blocks)
-        checks.positive_int("word_dim", word_dim)
-        checks.non_negative_int("gate_dim", gate_dim)
-        checks.one_of("mask_quadrants", mask_quadrants, (NO_QUADRANT_MASK, "self", "co"))
-        checks.one_of("layer_norm", layer_norm, LAYER_NORMS)
-        checks.boolean("use_box_features", use_box_features)
-        checks.non_negative_int("box_feature_dim", box_feature_dim)
+        checks.positive_int("num_blocks", hp.num_blocks)
+        checks.positive_int("word_dim", hp.word_dim)
+        checks.non_negative_int("gate_dim", hp.gate_dim)
+        checks.one_of("mask_quadrants", hp.mask_quadrants, (NO_QUADRANT_MASK, "self", "co"))
+        checks.one_of("layer_norm", hp.layer_norm, LAYER_NORMS)
+        for name in ("gate_per_head", "share_gate_weights_across_heads", "qk_gate",
+                     "modality_norm", "use_box_features"):
+            checks.boolean(name, getattr(hp, name))
+        checks.non_negative_int("box_feature_dim", hp.box_feature_dim)
         if seed is not None:
             checks.non_negative_int("seed", seed)
+        hp.dropout, hp.attention_dropout = float(hp.dropout), float(hp.attention_dropout)
+        # The hyper-parameters are attributes (`_constructor_config` reads them).
+        for name, value in vars(hp).items():
+            setattr(self, name, value)
         self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_heads = num_heads
-        self.filter_size = filter_size
-        self.num_blocks = num_blocks
-        self.dropout = float(dropout)
-        self.attention_dropout = float(attention_dropout)
-        self.word_dim = word_dim
-        self.gate_dim = gate_dim
-        self.gate_per_head = checks.boolean("gate_per_head", gate_per_head)
-        self.share_gate_weights_across_heads = checks.boolean(
-            "share_gate_weights_across_heads", share_gate_weights_across_heads
-        )
-        self.qk_gate = checks.boolean("qk_gate", qk_gate)
-        self.mask_quadrants = mask_quadrants
-        self.layer_norm = layer_norm
-        self.modality_norm = checks.boolean("modality_norm", modality_norm)
-        self.use_box_features = use_box_features
-        self.box_feature_dim = box_feature_dim
         self.seed = seed
         self.text_encoder = QuestionEncoder(
             vocab_size,
-            hidden_size,
-            word_dim=word_dim,
+            hp.hidden_size,
+            word_dim=hp.word_dim,
             embeddings=word_vectors,
             prepend_token=self._prepend_token,
             seed=sub_seed(seed, 0),
@@ -137,20 +105,18 @@ class _UnifiedAttentionModel(VisionLanguageModel):
         )
         # Built once the region features' width is known (`build`).
         self.box_projection = None
+        # The stack's options are the hparams of the same names, but for
+        # `gate_dim` (0: None, the head size) and `mask_quadrants` ("none": None).
+        options = {name: getattr(hp, name) for name in BLOCK_OPTIONS if hasattr(hp, name)}
+        options.update(
+            gate_dim=hp.gate_dim or None,
+            mask_quadrants=None if hp.mask_quadrants == NO_QUADRANT_MASK else hp.mask_quadrants,
+        )
         self.stack = UnifiedAttentionStack(
-            num_blocks,
-            hidden_size,
-            num_heads,
-            filter_size=filter_size,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            gate_dim=gate_dim or None,
-            gate_per_head=gate_per_head,
-            share_gate_weights_across_heads=share_gate_weights_across_heads,
-            qk_gate=qk_gate,
-            mask_quadrants=None if mask_quadrants == NO_QUADRANT_MASK else mask_quadrants,
-            layer_norm=layer_norm,
-            modality_norm=modality_norm,
+            hp.num_blocks,
+            hp.hidden_size,
+            hp.num_heads,
+            **options,
             seed=sub_seed(seed, 1),
             name="muan",
             dtype=self.dtype_policy,
@@ -158,26 +124,9 @@ class _UnifiedAttentionModel(VisionLanguageModel):
 
     # ---------------------------------------------------------- hparams
 
-    # Constructor arguments that are hyper-parameters (all but the sizes
-    # of the vocabularies and the word vectors).
-    _MODEL_HPARAMS = (
-        "hidden_size",
-        "num_heads",
-        "filter_size",
-        "num_blocks",
-        "dropout",
-        "attention_dropout",
-        "word_dim",
-        "gate_dim",
-        "gate_per_head",
-        "share_gate_weights_across_heads",
-        "qk_gate",
-        "mask_quadrants",
-        "layer_norm",
-        "modality_norm",
-        "use_box_features",
-        "box_feature_dim",
-    )
+    # The constructor's hyper-parameters (all its arguments but the sizes
+    # of the vocabularies and the word vectors) and their defaults.
+    HPARAMS = hparams_sets.MUAN
 
     # ------------------------------------------------------------ layers
 
@@ -237,7 +186,7 @@ class _UnifiedAttentionModel(VisionLanguageModel):
         return dict(
             vocab_size=self.vocab_size,
             seed=self.seed,
-            **{name: getattr(self, name) for name in self._MODEL_HPARAMS},
+            **{name: getattr(self, name) for name in self.HPARAMS},
         )
 
 
@@ -384,8 +333,10 @@ class MUANGrounding(_UnifiedAttentionModel):
     _text_key = "expression"
     _prepend_token = False
 
-    def __init__(self, vocab_size, *, use_box_features=True, **kwargs):
-        super().__init__(vocab_size, use_box_features=use_box_features, **kwargs)
+    HPARAMS = hparams_sets.MUAN_GROUNDING
+
+    def __init__(self, vocab_size, **kwargs):
+        super().__init__(vocab_size, **kwargs)
         self.score_head = keras.layers.Dense(1, name="score_head", dtype=self.dtype_policy)
         self.box_head = keras.layers.Dense(4, name="box_head", dtype=self.dtype_policy)
 
