@@ -7,9 +7,9 @@ list is reported with the file's name (and the line, for JSON syntax).
 The line-by-line text readers (word vectors, split lists) share
 `text_lines`, with the same messages.
 The library's writers (vocabularies, scores, feature files) share
-`atomic_open`. The readers and metrics that check official JSON records one
-by one (VQA v2, RefCOCO, TextVQA results) share `_Invalid`, `_field`,
-`_record_id` and `_skip_or_raise`.
+`atomic_open`; the score files, `write_json`. The readers and metrics
+that check official JSON records one by one (VQA v2, RefCOCO, TextVQA
+results) share `_Invalid`, `_field`, `_record_id` and `_skip_or_raise`.
 """
 
 import contextlib
@@ -42,6 +42,19 @@ def atomic_open(path, mode="w"):
     finally:
         if os.path.exists(temp):
             os.remove(temp)
+
+
+def write_json(data, path):
+    """Writes `data` to `path` as JSON through `atomic_open`: keys sorted,
+    indented, non-ASCII kept, NaN refused (it is not JSON), a final newline.
+
+    Args:
+        data: a JSON-serialisable value.
+        path: the file to write; its folder must exist.
+    """
+    with atomic_open(path) as f:
+        json.dump(data, f, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        f.write("\n")
 
 
 def load_json(path, what):
