@@ -7,11 +7,12 @@ forward+backward's peak memory. `paired_medians` times two steps alternately.
 `layer_arguments`, `print_setup` and `mha_baseline` are the command line,
 the first line and the Keras MHA row of the layer benchmarks.
 `jax_training_step` compiles a whole model's training step (the model
-benchmarks).
+benchmarks, whose command line is `model_step_arguments`).
 """
 
 import argparse
 import statistics
+import sys
 import time
 
 import keras
@@ -199,6 +200,19 @@ def print_comparison(x, jits, baseline, variants, warmup, repeats, label_width=2
                 f"{fwd / fwd_base:6.2f} {both:10.2f} {both / both_base:6.2f} {mem} {mem_ratio}",
                 flush=True,
             )
+
+
+def model_step_arguments(description):
+    """Parses the model benchmarks' `--repeats` (3) and `--warmup` (1);
+    exits with an error unless the backend is JAX (`jax_training_step`
+    compiles with `jax.jit`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    args = parser.parse_args()
+    if keras.backend.backend() != "jax":
+        sys.exit("error: run with KERAS_BACKEND=jax (the step is compiled with jax.jit)")
+    return args
 
 
 def jax_training_step(model, loss, inputs, targets):
