@@ -4,14 +4,65 @@
 as `layer(x, x, **kwargs)` (self-attention), on the TensorFlow or the JAX
 backend, with or without XLA; with JAX and XLA it also reads the compiled
 forward+backward's peak memory. `paired_medians` times two steps alternately.
+`layer_arguments`, `print_setup` and `mha_baseline` are the command line,
+the first line and the Keras MHA row of the layer benchmarks.
 `jax_training_step` compiles a whole model's training step (the model
-benchmarks).
+benchmarks, whose command line is `model_step_arguments`).
 """
 
+import argparse
 import statistics
+import sys
 import time
 
 import keras
+
+
+def layer_arguments(description, batch, argv=None, add_arguments=None):
+    """Parses the layer benchmarks' command line.
+
+    Args:
+        description: the `--help` line.
+        batch: the default `--batch`.
+        argv: the arguments (None: `sys.argv`).
+        add_arguments: None, or `add_arguments(parser)` adding the
+            benchmark's own arguments.
+
+    Returns:
+        `(args, jits)`: the parsed `--repeats`, `--warmup`, `--batch` and
+        `--jit` (and the benchmark's own), and the jit settings to run, e.g.
+        `(False, True)` for `--jit both`.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=batch)
+    parser.add_argument("--jit", choices=("both", "on", "off"), default="both")
+    if add_arguments is not None:
+        add_arguments(parser)
+    args = parser.parse_args(argv)
+    return args, {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]
+
+
+def print_setup(args, shape, baseline):
+    """The first line of a layer benchmark: the backend, batch and `shape`
+    (e.g. "length=115 hidden=768 heads=8"), the timing, and what the Keras
+    MHA baseline gets (`baseline`, after "with the ")."""
+    print(
+        f"backend={keras.backend.backend()}  batch={args.batch} {shape}  median of "
+        f"{args.repeats} after {args.warmup} warm-up runs; ratios against "
+        f"keras.layers.MultiHeadAttention with the {baseline}"
+    )
+
+
+def mha_baseline(num_heads, key_dim, mask):
+    """The baseline row of `print_comparison`: Keras MHA given `mask` as its
+    attention mask."""
+    return (
+        "keras MHA + mask",
+        lambda: keras.layers.MultiHeadAttention(num_heads, key_dim),
+        dict(attention_mask=mask),
+    )
 
 
 def _split_kwargs(kwargs):
@@ -149,6 +200,19 @@ def print_comparison(x, jits, baseline, variants, warmup, repeats, label_width=2
                 f"{fwd / fwd_base:6.2f} {both:10.2f} {both / both_base:6.2f} {mem} {mem_ratio}",
                 flush=True,
             )
+
+
+def model_step_arguments(description):
+    """Parses the model benchmarks' `--repeats` (3) and `--warmup` (1);
+    exits with an error unless the backend is JAX (`jax_training_step`
+    compiles with `jax.jit`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    args = parser.parse_args()
+    if keras.backend.backend() != "jax":
+        sys.exit("error: run with KERAS_BACKEND=jax (the step is compiled with jax.jit)")
+    return args
 
 
 def jax_training_step(model, loss, inputs, targets):

@@ -17,36 +17,29 @@ Usage:
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import shutil
 import subprocess
-import sys
-import time
+
+from benchmarks._seeds import print_preamble
+from benchmarks._seeds import train_run
 
 VARIANTS = (("regular", ""), ("area 2x2", "_area2x2"), ("area 3x3", "_area3x3"))
 METRICS = (("CIDEr", "CIDEr-D"), ("ROUGE_L", "ROUGE-L"))
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_one(args, suffix, seed, world):
     """Trains and evaluates one run; returns its saved test scores."""
     out = os.path.join(args.output_dir, f"{args.hparams_set}{suffix}_seed{seed}")
     scores_path = os.path.join(out, "test_scores.json")
-    if not os.path.exists(scores_path):  # rerunning the script reuses finished runs
-        if world and not os.path.exists(os.path.join(out, "shapes_world")):
-            os.makedirs(out, exist_ok=True)
-            shutil.copytree(world, os.path.join(out, "shapes_world"))
-        command = [sys.executable, "-m", "recipes.caption", "train", "--output_dir", out,
-                   "--hparams_set", args.hparams_set + suffix, "--hparams", args.hparams,
-                   "--seed", str(seed), "--world_seed", str(args.world_seed),
-                   "--train_steps", str(args.train_steps), "--scst_steps",
-                   str(args.scst_steps), "--verbose", "0"]
-        start = time.time()
-        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        print(f"# {os.path.basename(out)}: {time.time() - start:.0f} s", flush=True)
+    command = ["recipes.caption", "train", "--output_dir", out,
+               "--hparams_set", args.hparams_set + suffix, "--hparams", args.hparams,
+               "--seed", str(seed), "--world_seed", str(args.world_seed),
+               "--train_steps", str(args.train_steps), "--scst_steps",
+               str(args.scst_steps), "--verbose", "0"]
+    _, seconds = train_run(out, scores_path, world, command, stdout=subprocess.DEVNULL)
+    if seconds is not None:
+        print(f"# {os.path.basename(out)}: {seconds:.0f} s", flush=True)
     with open(scores_path, encoding="utf-8") as f:
         final = json.load(f)
     with open(os.path.join(out, "test_scores_cross_entropy.json"), encoding="utf-8") as f:
@@ -72,10 +65,7 @@ def main():
     parser.add_argument("--output_dir", default=os.path.join("runs", "caption_seeds"))
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores, "
-          f"{platform.processor() or 'cpu'}; KERAS_BACKEND="
-          f"{os.environ.get('KERAS_BACKEND', 'tensorflow')}")
-    print(f"# command: python -m benchmarks.caption_seeds {' '.join(sys.argv[1:])}")
+    print_preamble("caption_seeds")
     print(f"# recipe: python -m recipes.caption train --hparams_set {args.hparams_set}[_area2x2|"
           f"_area3x3] --hparams {args.hparams} --seed S --train_steps {args.train_steps} "
           f"--scst_steps {args.scst_steps} (Shapes world 2000/200/500, beam 3)", flush=True)

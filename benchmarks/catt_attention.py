@@ -27,7 +27,6 @@ Usage:
     KERAS_BACKEND=jax python benchmarks/catt_attention.py
 """
 
-import argparse
 import os
 import time
 
@@ -36,6 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from _timing import layer_arguments  # noqa: E402
 from _timing import make_steps  # noqa: E402
 from _timing import paired_medians  # noqa: E402
 
@@ -127,17 +127,14 @@ def time_kmeans(args):
     )
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=50)
-    parser.add_argument("--jit", choices=("both", "on", "off"), default="both")
+def add_kmeans_arguments(parser):
     parser.add_argument("--kmeans-rows", type=int, default=100_000,
                         help="vectors for the K-means timing (0 skips it)")
     parser.add_argument("--kmeans-epochs", type=int, default=3)
-    args = parser.parse_args(argv)
-    jits = {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]
+
+
+def main(argv=None):
+    args, jits = layer_arguments(__doc__.split("\n")[0], 50, argv, add_kmeans_arguments)
     time_attention(args, jits)
     if args.kmeans_rows:
         time_kmeans(args)

@@ -22,14 +22,12 @@ Usage:
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import shutil
 import subprocess
-import sys
-import time
+
+from benchmarks._seeds import print_preamble
+from benchmarks._seeds import train_run
 
 # name -> recipe flags
 MODELS = {
@@ -41,28 +39,20 @@ MODELS = {
 }
 RATES = (("claims/cap", "claims_per_caption"), ("CHAIR_s", "chair_s"), ("CHAIR_i", "chair_i"),
          ("biased", "biased_pair"), ("biased@cf", "biased_pair_conflict"))
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_one(args, name, seed, world):
     """Trains and evaluates one run; returns `(test scores json, seconds)`."""
     out = os.path.join(args.output_dir, f"{name}_seed{seed}")
     scores_path = os.path.join(out, "test_scores.json")
-    seconds = None
-    if not os.path.exists(scores_path):  # rerunning the script reuses finished runs
-        if world and not os.path.exists(os.path.join(out, "shapes_world")):
-            os.makedirs(out, exist_ok=True)
-            shutil.copytree(world, os.path.join(out, "shapes_world"))
-        command = [sys.executable, "-m", "recipes.caption", "train", "--output_dir", out,
-                   *MODELS[name], "--seed", str(seed), "--world_seed", str(args.world_seed),
-                   "--world_bias", args.bias, *world_flags(args),
-                   "--train_steps", str(args.train_steps), "--scst_steps", "0",
-                   "--steps_per_checkpoint", str(args.train_steps), "--examples", "0",
-                   "--verbose", "0"]
-        start = time.time()
-        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
-                       env=dict(os.environ, KERAS_BACKEND="tensorflow"))
-        seconds = time.time() - start
+    command = ["recipes.caption", "train", "--output_dir", out, *MODELS[name],
+               "--seed", str(seed), "--world_seed", str(args.world_seed),
+               "--world_bias", args.bias, *world_flags(args),
+               "--train_steps", str(args.train_steps), "--scst_steps", "0",
+               "--steps_per_checkpoint", str(args.train_steps), "--examples", "0",
+               "--verbose", "0"]
+    _, seconds = train_run(out, scores_path, world, command, stdout=subprocess.DEVNULL,
+                           env=dict(os.environ, KERAS_BACKEND="tensorflow"))
     with open(scores_path, encoding="utf-8") as f:
         return json.load(f), seconds
 
@@ -108,9 +98,7 @@ def main():
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     names = args.models.split(",")
-    print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores, "
-          f"{platform.processor() or 'cpu'}; KERAS_BACKEND=tensorflow")
-    print(f"# command: python -m benchmarks.catt_caption_seeds {' '.join(sys.argv[1:])}")
+    print_preamble("catt_caption_seeds", backend="tensorflow")
     print(f"# recipe: python -m recipes.caption train --model M --seed S --world_bias {args.bias} "
           f"{' '.join(world_flags(args))} --train_steps {args.train_steps} --scst_steps 0 "
           "(cross-entropy only; beam 3 on the unbiased test split)", flush=True)

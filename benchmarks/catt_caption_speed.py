@@ -23,7 +23,6 @@ Usage:
     KERAS_BACKEND=jax python -m benchmarks.catt_caption_speed [--repeats 3] [--warmup 1]
 """
 
-import argparse
 import datetime
 import os
 import platform
@@ -35,6 +34,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks._timing import jax_training_step  # noqa: E402
+from benchmarks._timing import model_step_arguments  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
 from keras_structattn.training.losses import PaddedCrossEntropy  # noqa: E402
 from models import registry  # noqa: E402
@@ -75,12 +75,7 @@ def make_step(model_class, set_name, inputs, targets):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1)
-    args = parser.parse_args()
-    if keras.backend.backend() != "jax":
-        sys.exit("error: run with KERAS_BACKEND=jax (the step is compiled with jax.jit)")
+    args = model_step_arguments(__doc__.split("\n")[0])
     print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores; "
           f"KERAS_BACKEND=jax (XLA); {IMAGES} images x {CAPTIONS} captions of {LENGTH} tokens, "
           f"{REGIONS} regions x {FEATURES}, {VOCAB} words")

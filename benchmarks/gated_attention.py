@@ -16,7 +16,6 @@ Usage:
     KERAS_BACKEND=jax python benchmarks/gated_attention.py
 """
 
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -24,7 +23,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from _timing import layer_arguments  # noqa: E402
+from _timing import mha_baseline  # noqa: E402
 from _timing import print_comparison  # noqa: E402
+from _timing import print_setup  # noqa: E402
 
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention  # noqa: E402
 
@@ -48,13 +50,7 @@ def random_key_mask(rng, batch):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--jit", choices=("both", "on", "off"), default="both")
-    args = parser.parse_args(argv)
-    jits = {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]
+    args, jits = layer_arguments(__doc__.split("\n")[0], 64, argv)
 
     rng = np.random.default_rng(0)
     x = keras.ops.convert_to_tensor(
@@ -62,17 +58,13 @@ def main(argv=None):
     )
     mask = keras.ops.convert_to_tensor(random_key_mask(rng, args.batch))
 
-    print(
-        f"backend={keras.backend.backend()}  batch={args.batch} length={LENGTH} "
-        f"hidden={HIDDEN} heads={HEADS}  median of {args.repeats} after {args.warmup} "
-        "warm-up runs; ratios against keras.layers.MultiHeadAttention with the "
-        "same key padding mask (target <= 1.15)"
+    print_setup(
+        args, f"length={LENGTH} hidden={HIDDEN} heads={HEADS}",
+        "same key padding mask (target <= 1.15)",
     )
     key_dim = HIDDEN // HEADS
     print_comparison(
-        x, jits,
-        ("keras MHA + mask", lambda: keras.layers.MultiHeadAttention(HEADS, key_dim),
-         dict(attention_mask=mask)),
+        x, jits, mha_baseline(HEADS, key_dim, mask),
         [(label,
           lambda kwargs=kwargs: GatedMultiHeadAttention(HEADS, key_dim, **kwargs),
           dict(attention_mask=mask))

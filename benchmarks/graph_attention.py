@@ -18,7 +18,6 @@ Usage:
     KERAS_BACKEND=jax python benchmarks/graph_attention.py
 """
 
-import argparse
 import os
 import statistics
 import time
@@ -28,7 +27,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from _timing import layer_arguments  # noqa: E402
+from _timing import mha_baseline  # noqa: E402
 from _timing import print_comparison  # noqa: E402
+from _timing import print_setup  # noqa: E402
 
 from keras_structattn.layers import GraphMultiHeadAttention  # noqa: E402
 from keras_structattn.ops import relation_tables as rt  # noqa: E402
@@ -70,13 +72,7 @@ VARIANTS = [
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--jit", choices=("both", "on", "off"), default="both")
-    args = parser.parse_args(argv)
-    jits = {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]
+    args, jits = layer_arguments(__doc__.split("\n")[0], 32, argv)
 
     rng = np.random.default_rng(0)
     graph = random_textvqa_batch(rng, args.batch)
@@ -87,17 +83,13 @@ def main(argv=None):
     relations_t = keras.ops.convert_to_tensor(relations)
     mask_t = keras.ops.convert_to_tensor(relations != rt.BLOCKED)
 
-    print(
-        f"backend={keras.backend.backend()}  batch={args.batch} length={LENGTH} "
-        f"hidden={HIDDEN} heads={HEADS}  median of {args.repeats} after {args.warmup} "
-        "warm-up runs; ratios against keras.layers.MultiHeadAttention with the "
-        "same structure as a [B, L, L] attention mask"
+    print_setup(
+        args, f"length={LENGTH} hidden={HIDDEN} heads={HEADS}",
+        "same structure as a [B, L, L] attention mask",
     )
     key_dim = HIDDEN // HEADS
     print_comparison(
-        x, jits,
-        ("keras MHA + mask", lambda: keras.layers.MultiHeadAttention(HEADS, key_dim),
-         dict(attention_mask=mask_t)),
+        x, jits, mha_baseline(HEADS, key_dim, mask_t),
         [(label,
           lambda kwargs=kwargs: GraphMultiHeadAttention(HEADS, key_dim, **kwargs),
           dict(relations=relations_t))

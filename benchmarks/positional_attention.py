@@ -26,16 +26,17 @@ Usage:
     KERAS_BACKEND=jax python benchmarks/positional_attention.py
 """
 
-import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
+from _timing import layer_arguments  # noqa: E402
+from _timing import mha_baseline  # noqa: E402
 from _timing import print_comparison  # noqa: E402
+from _timing import print_setup  # noqa: E402
 
 from keras_structattn.layers.positional_attention import PositionalMultiHeadAttention  # noqa: E402
 from keras_structattn.layers.positional_attention import positional_object_attention  # noqa: E402
@@ -68,15 +69,12 @@ def random_boxes(rng, batch):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--jit", choices=("both", "on", "off"), default="both")
-    parser.add_argument("--only", default="",
-                        help="time only the rows whose label contains this text")
-    args = parser.parse_args(argv)
-    jits = {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]
+    args, jits = layer_arguments(
+        __doc__.split("\n")[0], 64, argv,
+        lambda parser: parser.add_argument(
+            "--only", default="", help="time only the rows whose label contains this text"
+        ),
+    )
 
     rng = np.random.default_rng(0)
     x = ops.convert_to_tensor(rng.normal(size=(args.batch, BOXES, HIDDEN)).astype("float32"))
@@ -87,11 +85,9 @@ def main(argv=None):
         rng.normal(size=(args.batch, BOXES, HIDDEN)).astype("float32")
     )
 
-    print(
-        f"backend={keras.backend.backend()}  batch={args.batch} boxes={BOXES} "
-        f"hidden={HIDDEN} heads={HEADS}  median of {args.repeats} after {args.warmup} "
-        "warm-up runs; ratios against keras.layers.MultiHeadAttention with the "
-        "same key padding mask (target <= 1.5)"
+    print_setup(
+        args, f"boxes={BOXES} hidden={HIDDEN} heads={HEADS}",
+        "same key padding mask (target <= 1.5)",
     )
     key_dim = HIDDEN // HEADS
     with_boxes = dict(attention_mask=mask, query_boxes=boxes)
@@ -115,12 +111,7 @@ def main(argv=None):
          dict(attention_mask=mask, query_positions=positions[:1])),
     ]
     rows = [row for row in rows if args.only in row[0]]
-    print_comparison(
-        x, jits,
-        ("keras MHA + mask", lambda: keras.layers.MultiHeadAttention(HEADS, key_dim),
-         dict(attention_mask=mask)),
-        rows, args.warmup, args.repeats,
-    )
+    print_comparison(x, jits, mha_baseline(HEADS, key_dim, mask), rows, args.warmup, args.repeats)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,13 @@ Usage:
 """
 
 import argparse
-import datetime
 import os
-import platform
-import shutil
 import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
+
+from benchmarks._seeds import print_preamble
+from benchmarks._seeds import summary
+from benchmarks._seeds import train_run
 
 MODELS = {
     "m4c": ["--model", "m4c"],
@@ -31,7 +30,6 @@ MODELS = {
     "sa_m4c_random": ["--model", "sa_m4c", "--graph", "random"],
 }
 ROWS = ("overall", "[ocr]", "[vocab]", "direction", "written_on")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_table(stdout):
@@ -56,29 +54,18 @@ def run_one(args, name, seed, world):
     """Trains and evaluates one run; returns `(table, seconds)`."""
     out = os.path.join(args.output_dir, f"{name}_seed{seed}")
     table_path = os.path.join(out, "result_table.txt")
-    seconds = None
-    if not os.path.exists(table_path):  # rerunning the script reuses finished runs
-        if world and not os.path.exists(os.path.join(out, "shapes_world")):
-            os.makedirs(out, exist_ok=True)
-            shutil.copytree(world, os.path.join(out, "shapes_world"))
-        command = [sys.executable, "-m", "recipes.textvqa", "train", "--output_dir", out,
-                   *MODELS[name], "--seed", str(seed), "--world_seed", str(args.world_seed),
-                   "--verbose", "0"]
-        if args.epochs:
-            command += ["--epochs", str(args.epochs)]
-        start = time.time()
-        result = subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE,
+    command = ["recipes.textvqa", "train", "--output_dir", out, *MODELS[name],
+               "--seed", str(seed), "--world_seed", str(args.world_seed), "--verbose", "0"]
+    if args.epochs:
+        command += ["--epochs", str(args.epochs)]
+    # The recipe prints the table; the benchmark keeps it as the run's result.
+    result, seconds = train_run(out, table_path, world, command, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
-        seconds = time.time() - start
+    if result is not None:
         with open(table_path, "w", encoding="utf-8") as f:
             f.write(result.stdout)
     with open(table_path, encoding="utf-8") as f:
         return parse_table(f.read()), seconds
-
-
-def summary(values):
-    mean = sum(values) / len(values)
-    return f"{mean:6.2f} ({min(values):6.2f}-{max(values):6.2f})"
 
 
 def main():
@@ -93,10 +80,7 @@ def main():
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     names = args.models.split(",")
-    print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores, "
-          f"{platform.processor() or 'cpu'}; KERAS_BACKEND="
-          f"{os.environ.get('KERAS_BACKEND', 'tensorflow')}")
-    print(f"# command: python -m benchmarks.textvqa_seeds {' '.join(sys.argv[1:])}")
+    print_preamble("textvqa_seeds")
     print("# recipe: python -m recipes.textvqa train --model M [--graph random] --seed S "
           "(Shapes world 1500/150/400 images, the recipe's defaults)", flush=True)
     # The first run generates the world; the others copy it.

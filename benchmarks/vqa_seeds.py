@@ -14,14 +14,13 @@ Usage:
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import shutil
 import subprocess
-import sys
-import time
+
+from benchmarks._seeds import print_preamble
+from benchmarks._seeds import summary
+from benchmarks._seeds import train_run
 
 # name -> recipe flags
 MODELS = {
@@ -31,36 +30,22 @@ MODELS = {
     "muan_nogate": ["--model", "muan", "--hparams_set", "muan_tiny_nogate"],
 }
 TYPES = ("count", "color", "shape", "exist", "relation")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_one(args, name, seed, world):
     """Trains and evaluates one run; returns `(scores, baseline scores, seconds)`."""
     out = os.path.join(args.output_dir, f"{name}_seed{seed}")
     scores_path = os.path.join(out, "test_scores.json")
-    seconds = None
-    if not os.path.exists(scores_path):  # rerunning the script reuses finished runs
-        if world and not os.path.exists(os.path.join(out, "shapes_world")):
-            os.makedirs(out, exist_ok=True)
-            shutil.copytree(world, os.path.join(out, "shapes_world"))
-        command = [sys.executable, "-m", "recipes.vqa", "train", "--output_dir", out,
-                   *MODELS[name], "--seed", str(seed), "--world_seed", str(args.world_seed),
-                   "--verbose", "0"]
-        if args.epochs:
-            command += ["--epochs", str(args.epochs)]
-        start = time.time()
-        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        seconds = time.time() - start
+    command = ["recipes.vqa", "train", "--output_dir", out, *MODELS[name],
+               "--seed", str(seed), "--world_seed", str(args.world_seed), "--verbose", "0"]
+    if args.epochs:
+        command += ["--epochs", str(args.epochs)]
+    _, seconds = train_run(out, scores_path, world, command, stdout=subprocess.DEVNULL)
     with open(scores_path, encoding="utf-8") as f:
         scores = json.load(f)
     with open(os.path.join(out, "test_baseline_scores.json"), encoding="utf-8") as f:
         baseline = json.load(f)
     return scores, baseline, seconds
-
-
-def summary(values):
-    mean = sum(values) / len(values)
-    return f"{mean:6.2f} ({min(values):6.2f}-{max(values):6.2f})"
 
 
 def main():
@@ -74,10 +59,7 @@ def main():
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     names = args.models.split(",")
-    print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores, "
-          f"{platform.processor() or 'cpu'}; KERAS_BACKEND="
-          f"{os.environ.get('KERAS_BACKEND', 'tensorflow')}")
-    print(f"# command: python -m benchmarks.vqa_seeds {' '.join(sys.argv[1:])}")
+    print_preamble("vqa_seeds")
     print("# recipe: python -m recipes.vqa train --model M --seed S (Shapes world "
           "2000/200/500 images, the recipe's defaults)", flush=True)
     world = None

@@ -4,10 +4,12 @@ files whole or not at all.
 The readers of real formats (COCO captions, VQA v2, RefCOCO) share these:
 a missing file, invalid UTF-8 or JSON, or a top-level key that is not a
 list is reported with the file's name (and the line, for JSON syntax).
+The line-by-line text readers (word vectors, split lists) share
+`text_lines`, with the same messages.
 The library's writers (vocabularies, scores, feature files) share
-`atomic_open`. The readers and metrics that check official JSON records one
-by one (VQA v2, RefCOCO, TextVQA results) share `_Invalid`, `_field`,
-`_record_id` and `_skip_or_raise`.
+`atomic_open`; the score files, `write_json`. The readers and metrics
+that check official JSON records one by one (VQA v2, RefCOCO, TextVQA
+results) share `_Invalid`, `_field`, `_record_id` and `_skip_or_raise`.
 """
 
 import contextlib
@@ -42,6 +44,19 @@ def atomic_open(path, mode="w"):
             os.remove(temp)
 
 
+def write_json(data, path):
+    """Writes `data` to `path` as JSON through `atomic_open`: keys sorted,
+    indented, non-ASCII kept, NaN refused (it is not JSON), a final newline.
+
+    Args:
+        data: a JSON-serialisable value.
+        path: the file to write; its folder must exist.
+    """
+    with atomic_open(path) as f:
+        json.dump(data, f, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        f.write("\n")
+
+
 def load_json(path, what):
     """The parsed JSON of `path`; errors name the file (and line).
 
@@ -72,6 +87,41 @@ def load_json(path, what):
             f"{name}, line {e.lineno}: not valid JSON ({e.msg}, column {e.colno}); "
             f"expected {what}."
         ) from None
+
+
+def text_lines(path, what):
+    """The lines of a UTF-8 text file, numbered; errors name the file and line.
+
+    The file is read a line at a time (word vector files run to gigabytes);
+    a byte order mark on line 1 is dropped.
+
+    Args:
+        path: the file.
+        what: what the file is, for the messages ("word vector").
+
+    Returns:
+        `(name, lines)`: `os.fspath(path)` and an iterator of
+        `(number, line)`, numbered from 1, each line with its line ending.
+
+    Raises:
+        FileNotFoundError: if the file is missing (when called).
+        ValueError: naming the file and line, for invalid UTF-8 (when that
+            line is reached).
+    """
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise FileNotFoundError(f"No such {what} file: {name!r}")
+    return name, _decoded_lines(name)
+
+
+def _decoded_lines(name):
+    with open(name, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{name}, line {number}: not valid UTF-8 ({e}).") from None
+            yield number, line
 
 
 def top_list(name, data, key, what):

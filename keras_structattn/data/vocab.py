@@ -93,6 +93,41 @@ def _check_ids_in_range(ids, vocab_size):
             )
 
 
+def _by_count(counts, min_count, what, plural):
+    """The `(item, count)` pairs of `counts` seen `min_count` times or more,
+    by descending count, ties in string order: the word and answer
+    vocabularies' order.
+
+    Raises:
+        ValueError: if no item is left, naming the highest count; `what`
+            and `plural` name the items ("word", "words").
+    """
+    kept = sorted(
+        ((w, n) for w, n in counts.items() if n >= min_count), key=lambda x: (-x[1], x[0])
+    )
+    if not kept:
+        most = max(counts.values(), default=0)
+        raise ValueError(
+            f"No {what} to build a vocabulary from: {len(counts)} distinct {plural}, the "
+            f"most frequent seen {most} times, and min_count={min_count}."
+        )
+    return kept
+
+
+def _save_json_vocab(path, format_name, key, entries):
+    """Writes a vocabulary JSON file: its format tag, version 1, the
+    reserved ids and the `entries` under `key`, one per line."""
+    data = {
+        "format": format_name,
+        "version": 1,
+        "reserved": {"pad": PAD_ID, "eos": EOS_ID, "unk": UNK_ID},
+        key: entries,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=0)
+        f.write("\n")
+
+
 def _check_texts(texts, source):
     """Checks that `texts` (a list) holds strings, one of them non-empty."""
     for text in texts:
@@ -457,15 +492,7 @@ class CharVocab:
         Args:
             path: the file to write.
         """
-        data = {
-            "format": _CHAR_VOCAB_FORMAT,
-            "version": 1,
-            "reserved": {"pad": PAD_ID, "eos": EOS_ID, "unk": UNK_ID},
-            "chars": self._chars,
-        }
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False, indent=0)
-            f.write("\n")
+        _save_json_vocab(path, _CHAR_VOCAB_FORMAT, "chars", self._chars)
 
     @property
     def chars(self):

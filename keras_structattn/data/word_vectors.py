@@ -15,11 +15,11 @@ NumPy and the standard library only.
 """
 
 import math
-import os
 
 import numpy as np
 
 from keras_structattn import checks
+from keras_structattn.data.json_files import text_lines
 
 
 def _header_dim(tokens):
@@ -75,61 +75,54 @@ def read_word_vectors(path, words, *, dim=None):
         if not isinstance(word, str):
             raise ValueError(f"Argument `words` must hold strings. Received: words[{i}]={word!r}")
         rows.setdefault(word, []).append(i)
-    name = os.fspath(path)
-    if not os.path.isfile(name):
-        raise FileNotFoundError(f"No such word vector file: {name!r}")
+    name, lines = text_lines(path, "word vector")
     matrix = None if dim is None else np.zeros((len(words), dim), np.float32)
     found = np.zeros(len(words), bool)
     done = set()
-    with open(name, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{name}, line {number}: not valid UTF-8 ({e}).") from None
-            line = line.rstrip("\r\n").rstrip(" ")
-            if not line:
-                continue
-            tokens = line.split(" ")
-            if number == 1:
-                header = _header_dim(tokens)
-                if header is not None:
-                    if dim is not None and header != dim:
-                        raise ValueError(
-                            f"{name}, line 1: the header says {header} values per vector; "
-                            f"expected dim={dim}."
-                        )
-                    dim = header
-                    matrix = np.zeros((len(words), dim), np.float32)
-                    continue
-            if matrix is None:
-                dim = len(tokens) - 1
-                if dim < 1:
-                    raise ValueError(f"{name}, line {number}: a word without values: {line!r:.80}")
+    for number, line in lines:
+        line = line.rstrip("\r\n").rstrip(" ")
+        if not line:
+            continue
+        tokens = line.split(" ")
+        if number == 1:
+            header = _header_dim(tokens)
+            if header is not None:
+                if dim is not None and header != dim:
+                    raise ValueError(
+                        f"{name}, line 1: the header says {header} values per vector; "
+                        f"expected dim={dim}."
+                    )
+                dim = header
                 matrix = np.zeros((len(words), dim), np.float32)
-            if len(tokens) < dim + 1:
-                raise ValueError(
-                    f"{name}, line {number}: expected a word and {dim} values; found "
-                    f"{len(tokens)} tokens."
-                )
-            word = " ".join(tokens[:-dim]) if len(tokens) > dim + 1 else tokens[0]
-            if word not in rows or word in done:
                 continue
-            try:
-                values = [float(t) for t in tokens[-dim:]]
-            except ValueError:
-                bad = next(t for t in tokens[-dim:] if not _is_float(t))
-                raise ValueError(
-                    f"{name}, line {number}: the value {bad!r:.40} of {word!r:.40} is not a "
-                    "number."
-                ) from None
-            if not all(math.isfinite(v) for v in values):
-                raise ValueError(
-                    f"{name}, line {number}: the vector of {word!r:.40} is not finite."
-                )
-            done.add(word)
-            matrix[rows[word]] = values
-            found[rows[word]] = True
+        if matrix is None:
+            dim = len(tokens) - 1
+            if dim < 1:
+                raise ValueError(f"{name}, line {number}: a word without values: {line!r:.80}")
+            matrix = np.zeros((len(words), dim), np.float32)
+        if len(tokens) < dim + 1:
+            raise ValueError(
+                f"{name}, line {number}: expected a word and {dim} values; found "
+                f"{len(tokens)} tokens."
+            )
+        word = " ".join(tokens[:-dim]) if len(tokens) > dim + 1 else tokens[0]
+        if word not in rows or word in done:
+            continue
+        try:
+            values = [float(t) for t in tokens[-dim:]]
+        except ValueError:
+            bad = next(t for t in tokens[-dim:] if not _is_float(t))
+            raise ValueError(
+                f"{name}, line {number}: the value {bad!r:.40} of {word!r:.40} is not a "
+                "number."
+            ) from None
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(
+                f"{name}, line {number}: the vector of {word!r:.40} is not finite."
+            )
+        done.add(word)
+        matrix[rows[word]] = values
+        found[rows[word]] = True
     if matrix is None:
         raise ValueError(f"{name}: the file holds no vector.")
     return matrix, found

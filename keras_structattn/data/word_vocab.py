@@ -16,7 +16,9 @@ import os
 
 from keras_structattn import checks
 from keras_structattn.data.vocab import NUM_RESERVED_IDS
+from keras_structattn.data.vocab import _by_count
 from keras_structattn.data.vocab import _check_ids_in_range
+from keras_structattn.data.vocab import _save_json_vocab
 from keras_structattn.data.vocab import _until_eos
 from keras_structattn.decoding.tokens import EOS_ID
 from keras_structattn.decoding.tokens import PAD_ID
@@ -108,16 +110,7 @@ class WordVocab:
                 )
         for word in RESERVED_WORDS:
             counts.pop(word, None)
-        kept = sorted(
-            ((w, n) for w, n in counts.items() if n >= min_count), key=lambda x: (-x[1], x[0])
-        )
-        if not kept:
-            most = max(counts.values(), default=0)
-            raise ValueError(
-                f"No word to build a vocabulary from: {len(counts)} distinct words, the most "
-                f"frequent seen {most} times, and min_count={min_count}."
-            )
-        return cls([w for w, _ in kept])
+        return cls([w for w, _ in _by_count(counts, min_count, "word", "words")])
 
     @classmethod
     def load(cls, path):
@@ -166,15 +159,7 @@ class WordVocab:
         Args:
             path: the file to write (e.g. `vocab.json`).
         """
-        data = {
-            "format": _FORMAT,
-            "version": 1,
-            "reserved": {"pad": PAD_ID, "eos": EOS_ID, "unk": UNK_ID},
-            "words": self._words,
-        }
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False, indent=0)
-            f.write("\n")
+        _save_json_vocab(path, _FORMAT, "words", self._words)
 
     @property
     def words(self):

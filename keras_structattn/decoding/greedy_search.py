@@ -3,7 +3,7 @@
 from keras import ops
 
 from keras_structattn import checks
-from keras_structattn.decoding import _cache
+from keras_structattn.decoding._token_loop import decode_tokens
 from keras_structattn.decoding.tokens import EOS_ID
 
 
@@ -61,47 +61,28 @@ def greedy_decode(step_fn, initial_ids, initial_cache, *, max_decode_length, eos
     checks.positive_int("max_decode_length", max_decode_length)
     checks.token_id("eos_id", eos_id)
     ids = checks.initial_ids(initial_ids)
-    cache = _cache.as_cache(initial_cache)
-    batch = ops.shape(ids)[0]
-    positions = ops.arange(max_decode_length, dtype="int32")
 
-    state = {
-        "index": ops.convert_to_tensor(0, dtype="int32"),
-        "last": ids,
-        "seq": ops.zeros((batch, max_decode_length), dtype="int32"),
-        "log_probs": ops.zeros((batch,), dtype="float32"),
-        "lengths": ops.zeros((batch,), dtype="int32"),
-        "finished": ops.zeros((batch,), dtype="bool"),
-        "cache": cache,
-    }
-
-    def cond(state):
-        return ops.logical_and(
-            state["index"] < max_decode_length,
-            ops.logical_not(ops.all(state["finished"])),
-        )
-
-    def body(state):
-        i = state["index"]
-        finished = state["finished"]
-        logits, new_cache = step_fn(state["last"][:, None], state["cache"], i)
+    def pick(logits, i):
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         token = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
-        token_log_prob = ops.take_along_axis(log_probs, token[:, None], axis=1)[:, 0]
-        # Stopped rows emit 0 and add nothing; their cache keeps updating
-        # (it is never read again), which keeps the step branch-free.
-        token = ops.where(finished, 0, token)
+        return token, ops.take_along_axis(log_probs, token[:, None], axis=1)[:, 0]
+
+    def initial(batch):
         return {
-            "index": i + 1,
-            "last": token,
-            "seq": ops.where(positions[None, :] == i, token[:, None], state["seq"]),
-            "log_probs": state["log_probs"] + ops.where(finished, 0.0, token_log_prob),
-            "lengths": ops.where(finished, state["lengths"], i + 1),
-            "finished": ops.logical_or(finished, token == eos_id),
-            "cache": _cache.like(state["cache"], new_cache),
+            "log_probs": ops.zeros((batch,), dtype="float32"),
+            "lengths": ops.zeros((batch,), dtype="int32"),
         }
 
-    state = ops.while_loop(cond, body, state)
+    def update(state, i, at_i, token_log_prob):
+        return {
+            "log_probs": state["log_probs"] + token_log_prob,
+            "lengths": ops.where(state["finished"], state["lengths"], i + 1),
+        }
+
+    state = decode_tokens(
+        step_fn, ids, initial_cache, max_decode_length=max_decode_length, eos_id=eos_id,
+        pick=pick, scores=(initial, update),
+    )
     # A row still running at the end was extended at every step, so its
     # length is already `max_decode_length`.
     return state["seq"], state["log_probs"], state["lengths"]

@@ -17,7 +17,7 @@ inside `jax.jit`), makes a draw reproducible from a NumPy seed, and needs
 from keras import ops
 
 from keras_structattn import checks
-from keras_structattn.decoding import _cache
+from keras_structattn.decoding._token_loop import decode_tokens
 from keras_structattn.decoding.tokens import EOS_ID
 
 
@@ -60,29 +60,8 @@ def sample_search(step_fn, initial_ids, initial_cache, *, uniforms, temperature=
             f"Received shape: {uniforms.shape}"
         )
     max_decode_length = int(uniforms.shape[1])
-    cache = _cache.as_cache(initial_cache)
-    batch = ops.shape(ids)[0]
-    positions = ops.arange(max_decode_length, dtype="int32")
 
-    state = {
-        "index": ops.convert_to_tensor(0, dtype="int32"),
-        "last": ids,
-        "seq": ops.zeros((batch, max_decode_length), dtype="int32"),
-        "log_probs": ops.zeros((batch, max_decode_length), dtype="float32"),
-        "finished": ops.zeros((batch,), dtype="bool"),
-        "cache": cache,
-    }
-
-    def cond(state):
-        return ops.logical_and(
-            state["index"] < max_decode_length,
-            ops.logical_not(ops.all(state["finished"])),
-        )
-
-    def body(state):
-        i = state["index"]
-        finished = state["finished"]
-        logits, new_cache = step_fn(state["last"][:, None], state["cache"], i)
+    def pick(logits, i):
         logits = ops.cast(logits, "float32")
         log_probs = ops.log_softmax(logits, axis=-1)
         cdf = ops.cumsum(ops.softmax(logits / temperature, axis=-1), axis=-1)
@@ -92,19 +71,18 @@ def sample_search(step_fn, initial_ids, initial_cache, *, uniforms, temperature=
         below = ops.cast(cdf <= (u * cdf[:, -1])[:, None], "int32")
         token = ops.minimum(ops.sum(below, axis=-1), ops.shape(logits)[-1] - 1)
         token = ops.cast(token, "int32")
-        token_log_prob = ops.take_along_axis(log_probs, token[:, None], axis=1)[:, 0]
-        token = ops.where(finished, 0, token)
-        at_i = positions[None, :] == i
+        return token, ops.take_along_axis(log_probs, token[:, None], axis=1)[:, 0]
+
+    def initial(batch):
+        return {"log_probs": ops.zeros((batch, max_decode_length), dtype="float32")}
+
+    def update(state, i, at_i, token_log_prob):
         return {
-            "index": i + 1,
-            "last": token,
-            "seq": ops.where(at_i, token[:, None], state["seq"]),
-            "log_probs": ops.where(
-                at_i, ops.where(finished, 0.0, token_log_prob)[:, None], state["log_probs"]
-            ),
-            "finished": ops.logical_or(finished, token == eos_id),
-            "cache": _cache.like(state["cache"], new_cache),
+            "log_probs": ops.where(at_i, token_log_prob[:, None], state["log_probs"])
         }
 
-    state = ops.while_loop(cond, body, state)
+    state = decode_tokens(
+        step_fn, ids, initial_cache, max_decode_length=max_decode_length, eos_id=eos_id,
+        pick=pick, scores=(initial, update),
+    )
     return state["seq"], state["log_probs"]

@@ -19,6 +19,8 @@ attention block (`layers/unified_attention.py`) are an attention, a
 * `check_sizes`: the width, heads, filter size and dropout rates of a block.
 * `BlockBase`: the arguments, checks, config and sublayer factories of a
   Transformer-style block.
+* `PostNormSublayers`: the `Residual` and `FeedForward` factories of the
+  MCAN-style post-norm blocks (MCAN's, MUAN's unified attention block).
 """
 
 import keras
@@ -410,3 +412,42 @@ class BlockBase(keras.layers.Layer):
             seed=self.seed,
         )
         return config
+
+
+class PostNormSublayers(keras.layers.Layer):
+    """The sublayer factories of the MCAN-style post-norm blocks.
+
+    MCAN's blocks (`layers/mcan_blocks.py`) and MUAN's unified attention
+    block (`layers/unified_attention.py`) build the same post-norm
+    `Residual`s and `FeedForward` from the same attributes, which a
+    subclass sets: `hidden_size`, `filter_size`, `dropout` (on sublayer
+    outputs and after the ReLU), `layer_norm`, `layer_norm_epsilon`,
+    `kernel_initializer`, `bias_initializer` and `seed`. Each sublayer is
+    numbered by the caller, its seed `sub_seed(seed, seed_index)`, so that
+    the numbering (and so every seeded weight) is the block's own.
+    """
+
+    def _residual(self, seed_index, name):
+        """The post-norm `Residual` numbered `seed_index` by `sub_seed`."""
+        return Residual(
+            False,
+            dropout=self.dropout,
+            layer_norm=self.layer_norm,
+            epsilon=self.layer_norm_epsilon,
+            seed=sub_seed(self.seed, seed_index),
+            name=name,
+            dtype=self.dtype_policy,
+        )
+
+    def _feed_forward(self, seed_index, name="ffn"):
+        """The ReLU `FeedForward` numbered `seed_index` by `sub_seed`."""
+        return FeedForward(
+            self.hidden_size,
+            self.filter_size,
+            dropout=self.dropout,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            seed=sub_seed(self.seed, seed_index),
+            name=name,
+            dtype=self.dtype_policy,
+        )

@@ -30,8 +30,7 @@ import keras
 
 from keras_structattn import checks
 from keras_structattn.layers.blocks import LAYER_NORMS
-from keras_structattn.layers.blocks import FeedForward
-from keras_structattn.layers.blocks import Residual
+from keras_structattn.layers.blocks import PostNormSublayers
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import clone_initializer
 from keras_structattn.layers.blocks import sub_seed
@@ -50,7 +49,7 @@ def _key_mask(padding_mask):
     return keras.ops.cast(padding_mask, "bool")[:, None, :]
 
 
-class _MCANBlock(keras.layers.Layer):
+class _MCANBlock(PostNormSublayers):
     """Arguments, checks, config and sublayer factories of the two blocks."""
 
     def __init__(
@@ -110,29 +109,6 @@ class _MCANBlock(keras.layers.Layer):
 
     def _plain_attention(self, seed_index, name):
         return self._attention(StructuredMultiHeadAttention, seed_index, name)
-
-    def _residual(self, seed_index, name):
-        return Residual(
-            False,
-            dropout=self.dropout,
-            layer_norm=self.layer_norm,
-            epsilon=self.layer_norm_epsilon,
-            seed=sub_seed(self.seed, seed_index),
-            name=name,
-            dtype=self.dtype_policy,
-        )
-
-    def _feed_forward(self, seed_index):
-        return FeedForward(
-            self.hidden_size,
-            self.filter_size,
-            dropout=self.dropout,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
-            seed=sub_seed(self.seed, seed_index),
-            name="ffn",
-            dtype=self.dtype_policy,
-        )
 
     def _check_width(self, name, shape):
         shape = tuple(shape)

@@ -21,8 +21,7 @@ from keras_structattn import checks
 from keras_structattn.layers._masking import compute_output_spec
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.blocks import LAYER_NORMS
-from keras_structattn.layers.blocks import FeedForward
-from keras_structattn.layers.blocks import Residual
+from keras_structattn.layers.blocks import PostNormSublayers
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import clone_initializer
 from keras_structattn.layers.blocks import layer_normalization
@@ -126,7 +125,7 @@ def quadrant_mask(length, text_length, masked):
 
 
 @keras.saving.register_keras_serializable(package="keras_structattn")
-class UnifiedAttentionBlock(keras.layers.Layer):
+class UnifiedAttentionBlock(PostNormSublayers):
     """A MUAN unified attention (UA) block.
 
     `Z <- LN(Z + Dropout(GSA(Z)))`, then `Z <- LN(Z + Dropout(FFN(Z)))`, with
@@ -260,16 +259,7 @@ class UnifiedAttentionBlock(keras.layers.Layer):
             **initializers,
         )
         self.attention_residual = self._residual(1, "attention_residual")
-        self.ffn = FeedForward(
-            hidden_size,
-            filter_size,
-            dropout=self.dropout,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
-            seed=sub_seed(seed, 2),
-            name="ffn",
-            dtype=self.dtype_policy,
-        )
+        self.ffn = self._feed_forward(2)
         self.ffn_residual = self._residual(3, "ffn_residual")
         if self.multimodal_input:
             self.visual_projection = keras.layers.Dense(
@@ -284,18 +274,6 @@ class UnifiedAttentionBlock(keras.layers.Layer):
                 self.visual_norm = self._norm("visual_norm")
 
     # ------------------------------------------------------------ sublayers
-
-    def _residual(self, seed_index, name):
-        """The post-norm `Residual` numbered `seed_index` by `sub_seed`."""
-        return Residual(
-            False,
-            dropout=self.dropout,
-            layer_norm=self.layer_norm,
-            epsilon=self.layer_norm_epsilon,
-            seed=sub_seed(self.seed, seed_index),
-            name=name,
-            dtype=self.dtype_policy,
-        )
 
     def _norm(self, name):
         return layer_normalization(

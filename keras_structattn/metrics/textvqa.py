@@ -15,7 +15,6 @@ writes too) and results JSON. Definitions, mmf's differences and edge cases:
 """
 
 import dataclasses
-import json
 import numbers
 import os
 from collections.abc import Mapping
@@ -25,9 +24,9 @@ import numpy as np
 from keras_structattn.data.json_files import _field
 from keras_structattn.data.json_files import _Invalid
 from keras_structattn.data.json_files import _record_id
-from keras_structattn.data.json_files import atomic_open
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.json_files import top_list
+from keras_structattn.data.json_files import write_json
 from keras_structattn.metrics.vqa_accuracy import _clean
 from keras_structattn.metrics.vqa_accuracy import _indexed
 from keras_structattn.metrics.vqa_accuracy import _leave_one_out
@@ -284,10 +283,7 @@ def evaluate_textvqa(annotations, results, *, anls_mode="st_vqa"):
 def write_textvqa_scores_json(scores, path):
     """Writes `scores.to_json()` to `path` atomically (a temporary file in
     the same folder, then `os.replace`), keys sorted, indented."""
-    with atomic_open(path) as f:
-        json.dump(scores.to_json(), f, indent=1, sort_keys=True, ensure_ascii=False,
-                  allow_nan=False)
-        f.write("\n")
+    write_json(scores.to_json(), path)
 
 
 def _load_imdb(name):
@@ -406,10 +402,6 @@ def read_textvqa_results(path, *, question_ids=None):
         A list of `{"question_id": int, "answer": str}` in file order.
 
     Raises:
-        FileNotFoundError: if the file is missing.
-        ValueError: naming the file and the index or question id, for
-            invalid JSON, a top level that is not a list, a missing key, an
-            id that is not a non-negative int, a non-string answer, a
-            duplicate id, or an id outside `question_ids`.
+        FileNotFoundError, ValueError: as `read_vqa_results` does.
     """
     return read_vqa_results(path, question_ids=question_ids)

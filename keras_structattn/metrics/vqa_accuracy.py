@@ -25,7 +25,6 @@ metric.
 """
 
 import dataclasses
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -33,8 +32,8 @@ from collections.abc import Mapping
 from keras_structattn.data.json_files import _field
 from keras_structattn.data.json_files import _Invalid
 from keras_structattn.data.json_files import _record_id
-from keras_structattn.data.json_files import atomic_open
 from keras_structattn.data.json_files import load_json
+from keras_structattn.data.json_files import write_json
 
 VERSIONS = ("2021", "pre2021")
 NORMALIZATIONS = ("official", "corrected")
@@ -290,10 +289,7 @@ class VQAScores:
 def write_vqa_scores_json(scores, path):
     """Writes `scores.to_official()` to `path` atomically (a temporary file in
     the same folder, then `os.replace`), keys sorted, indented."""
-    with atomic_open(path) as f:
-        json.dump(scores.to_official(), f, indent=1, sort_keys=True, ensure_ascii=False,
-                  allow_nan=False)
-        f.write("\n")
+    write_json(scores.to_official(), path)
 
 
 def read_vqa_results(path, *, question_ids=None):

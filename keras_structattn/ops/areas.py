@@ -358,34 +358,40 @@ def _fold_forward(slots, layout, axis):
     return _merge_axes(grid, axis - 1, 2)
 
 
-def _sum_slots(x, layout, axis):
-    """`area_slots(x, "sum")` whose gradient is the fold (its adjoint)."""
+def _with_adjoint(forward, adjoint, x):
+    """`forward(x)` for a linear `forward`, whose gradient is `adjoint`
+    applied to the upstream gradient."""
 
     @ops.custom_gradient
-    def sum_slots(x):
+    def linear(x):
         def grad(*args, upstream=None):
+            # The upstream gradient comes positionally on TensorFlow and
+            # JAX, by keyword on PyTorch.
             if upstream is None:
                 (upstream,) = args
-            return _fold(upstream, layout, axis)
+            return adjoint(upstream)
 
-        return _slots_forward(x, layout, "sum", axis), grad
+        return forward(x), grad
 
-    return sum_slots(x)
+    return linear(x)
+
+
+def _sum_slots(x, layout, axis):
+    """`area_slots(x, "sum")` whose gradient is the fold (its adjoint)."""
+    return _with_adjoint(
+        lambda x: _slots_forward(x, layout, "sum", axis),
+        lambda upstream: _fold(upstream, layout, axis),
+        x,
+    )
 
 
 def _fold(slots, layout, axis):
     """`fold_area_slots` whose gradient is the area sum (its adjoint)."""
-
-    @ops.custom_gradient
-    def fold(slots):
-        def grad(*args, upstream=None):
-            if upstream is None:
-                (upstream,) = args
-            return _sum_slots(upstream, layout, axis)
-
-        return _fold_forward(slots, layout, axis), grad
-
-    return fold(slots)
+    return _with_adjoint(
+        lambda slots: _fold_forward(slots, layout, axis),
+        lambda upstream: _sum_slots(upstream, layout, axis),
+        slots,
+    )
 
 
 def area_slots(x, reduction, layout, axis=-1):

@@ -50,11 +50,33 @@ def _check_last_axis(name, shape):
         )
 
 
-def _centres_and_sizes(boxes, maximum):
+def _centres_and_sizes(boxes, xp):
     x1, y1, x2, y2 = (boxes[..., i] for i in range(4))
-    width = maximum(x2 - x1, MIN_SIZE)
-    height = maximum(y2 - y1, MIN_SIZE)
+    width = xp.maximum(x2 - x1, MIN_SIZE)
+    height = xp.maximum(y2 - y1, MIN_SIZE)
     return (x1 + x2) * 0.5, (y1 + y2) * 0.5, width, height
+
+
+# The coding itself, written once for `xp` = `keras.ops` (the float32
+# tensors of a model) and `xp` = NumPy (the float64 arrays of a data
+# pipeline): both spell the functions used here alike.
+
+
+def _encode(boxes, target_boxes, xp):
+    cx, cy, w, h = _centres_and_sizes(boxes, xp)
+    tcx, tcy, tw, th = _centres_and_sizes(target_boxes, xp)
+    return xp.stack([(tcx - cx) / w, (tcy - cy) / h, xp.log(tw / w), xp.log(th / h)], axis=-1)
+
+
+def _decode(boxes, deltas, xp):
+    cx, cy, w, h = _centres_and_sizes(boxes, xp)
+    dw = xp.clip(deltas[..., 2], -MAX_LOG_RATIO, MAX_LOG_RATIO)
+    dh = xp.clip(deltas[..., 3], -MAX_LOG_RATIO, MAX_LOG_RATIO)
+    new_cx = cx + deltas[..., 0] * w
+    new_cy = cy + deltas[..., 1] * h
+    half_w = 0.5 * w * xp.exp(dw)
+    half_h = 0.5 * h * xp.exp(dh)
+    return xp.stack([new_cx - half_w, new_cy - half_h, new_cx + half_w, new_cy + half_h], axis=-1)
 
 
 def encode_box_deltas(boxes, target_boxes):
@@ -72,11 +94,7 @@ def encode_box_deltas(boxes, target_boxes):
     target_boxes = ops.cast(target_boxes, "float32")
     _check_last_axis("boxes", boxes.shape)
     _check_last_axis("target_boxes", target_boxes.shape)
-    cx, cy, w, h = _centres_and_sizes(boxes, ops.maximum)
-    tcx, tcy, tw, th = _centres_and_sizes(target_boxes, ops.maximum)
-    return ops.stack(
-        [(tcx - cx) / w, (tcy - cy) / h, ops.log(tw / w), ops.log(th / h)], axis=-1
-    )
+    return _encode(boxes, target_boxes, ops)
 
 
 def decode_box_deltas(boxes, deltas):
@@ -94,16 +112,7 @@ def decode_box_deltas(boxes, deltas):
     deltas = ops.cast(deltas, "float32")
     _check_last_axis("boxes", boxes.shape)
     _check_last_axis("deltas", deltas.shape)
-    cx, cy, w, h = _centres_and_sizes(boxes, ops.maximum)
-    dw = ops.clip(deltas[..., 2], -MAX_LOG_RATIO, MAX_LOG_RATIO)
-    dh = ops.clip(deltas[..., 3], -MAX_LOG_RATIO, MAX_LOG_RATIO)
-    new_cx = cx + deltas[..., 0] * w
-    new_cy = cy + deltas[..., 1] * h
-    half_w = 0.5 * w * ops.exp(dw)
-    half_h = 0.5 * h * ops.exp(dh)
-    return ops.stack(
-        [new_cx - half_w, new_cy - half_h, new_cx + half_w, new_cy + half_h], axis=-1
-    )
+    return _decode(boxes, deltas, ops)
 
 
 def encode_box_deltas_numpy(boxes, target_boxes):
@@ -120,12 +129,7 @@ def encode_box_deltas_numpy(boxes, target_boxes):
     target_boxes = np.asarray(target_boxes, dtype=np.float64)
     _check_last_axis("boxes", boxes.shape)
     _check_last_axis("target_boxes", target_boxes.shape)
-    cx, cy, w, h = _centres_and_sizes(boxes, np.maximum)
-    tcx, tcy, tw, th = _centres_and_sizes(target_boxes, np.maximum)
-    deltas = np.stack(
-        [(tcx - cx) / w, (tcy - cy) / h, np.log(tw / w), np.log(th / h)], axis=-1
-    )
-    return deltas.astype(np.float32)
+    return _encode(boxes, target_boxes, np).astype(np.float32)
 
 
 def decode_box_deltas_numpy(boxes, deltas):
@@ -142,12 +146,4 @@ def decode_box_deltas_numpy(boxes, deltas):
     deltas = np.asarray(deltas, dtype=np.float64)
     _check_last_axis("boxes", boxes.shape)
     _check_last_axis("deltas", deltas.shape)
-    cx, cy, w, h = _centres_and_sizes(boxes, np.maximum)
-    dw = np.clip(deltas[..., 2], -MAX_LOG_RATIO, MAX_LOG_RATIO)
-    dh = np.clip(deltas[..., 3], -MAX_LOG_RATIO, MAX_LOG_RATIO)
-    new_cx = cx + deltas[..., 0] * w
-    new_cy = cy + deltas[..., 1] * h
-    half_w = 0.5 * w * np.exp(dw)
-    half_h = 0.5 * h * np.exp(dh)
-    out = np.stack([new_cx - half_w, new_cy - half_h, new_cx + half_w, new_cy + half_h], axis=-1)
-    return out.astype(np.float32)
+    return _decode(boxes, deltas, np).astype(np.float32)

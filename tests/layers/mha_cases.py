@@ -10,7 +10,9 @@ import importlib
 
 import keras
 import numpy as np
-from keras import ops
+
+from tests.layers.weights import randomize
+from tests.layers.weights import to_np
 
 BATCH, QUERY_LENGTH, MEMORY_LENGTH, DIM, KEY_WIDTH = 2, 5, 4, 8, 6
 NUM_HEADS, KEY_DIM = 2, 4
@@ -110,14 +112,6 @@ def copy_keras_weights(reference, layer, kind):
         by_name[name].assign(weight.value)
 
 
-def randomize(layer, seed, scale=0.5):
-    """Random weights (non-zero biases, so that the output bias shows)."""
-    rng = np.random.default_rng(seed)
-    layer.set_weights(
-        [rng.normal(scale=scale, size=w.shape).astype("float32") for w in layer.get_weights()]
-    )
-
-
 def paired(kind, query, value, key=None, weight_seed=1, **mha_kwargs):
     """`(layer, keras_mha)` built on these inputs, with the same weights."""
     layer = make_layer(kind, **mha_kwargs)
@@ -137,7 +131,3 @@ def output_bias(layer):
         # The kernel is [num_heads, value_dim, *output_shape].
         return np.zeros(tuple(dense.kernel.shape[2:]))
     return to_np(dense.bias)
-
-
-def to_np(x):
-    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)

@@ -20,12 +20,9 @@ from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import clone_initializer
 from keras_structattn.layers.blocks import layer_normalization
 from keras_structattn.layers.blocks import sub_seed
+from tests.layers.weights import to_np
 
 D = 6
-
-
-def to_np(x):
-    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
 
 
 def layer_norm(x, gamma, beta, epsilon, kind):

@@ -25,22 +25,11 @@ from keras_structattn.layers.global_dictionary import GlobalDictionary
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.layers.top_down_attention import TopDownAttention
 from tests._backend import gradients
+from tests.layers.weights import randomize
+from tests.layers.weights import to_np
+from tests.layers.weights import weights_by_name
 
 DIM, HEADS, KEY_DIM, SIZE = 8, 2, 4, 5
-
-
-def to_np(x):
-    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
-
-
-def weights_by_name(layer):
-    return {w.path.split("/", 1)[1]: to_np(w) for w in layer.weights}
-
-
-def randomize(layer, seed):
-    rng = np.random.default_rng(seed)
-    layer.set_weights([rng.normal(scale=0.5, size=w.shape).astype("float32")
-                       for w in layer.get_weights()])
 
 
 def case(seed, B=2, T=4, S=6):

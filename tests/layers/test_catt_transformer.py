@@ -22,22 +22,15 @@ from keras_structattn.layers.catt_transformer import CATTDecoderBlock
 from keras_structattn.layers.catt_transformer import CATTEncoder
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
 from tests._backend import compiled_on_jax
+from tests.layers.weights import randomize as randomize_at_scale
+from tests.layers.weights import to_np
+from tests.layers.weights import weights_by_name
 
 HIDDEN, FILTER, HEADS, K_IMAGE, K_WORDS = 8, 12, 2, 5, 6
 
 
-def to_np(x):
-    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
-
-
-def weights_by_name(layer):
-    return {w.path.split("/", 1)[1]: to_np(w) for w in layer.weights}
-
-
 def randomize(layer, seed):
-    rng = np.random.default_rng(seed)
-    layer.set_weights([rng.normal(scale=0.4, size=w.shape).astype("float32")
-                       for w in layer.get_weights()])
+    randomize_at_scale(layer, seed, scale=0.4)
 
 
 def run(layer, *args, **kwargs):

@@ -26,23 +26,11 @@ from keras import ops
 from keras_structattn.layers._masking import get_keras_mask
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
 from tests._backend import gradients
+from tests.layers.weights import randomize
+from tests.layers.weights import to_np
+from tests.layers.weights import weights_by_last_names as weights_by_name
 
 DIM = 8
-
-
-def to_np(x):
-    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
-
-
-def weights_by_name(layer):
-    """{"query/kernel": ..., ...}: sublayer/variable, whatever the nesting."""
-    return {"/".join(w.path.split("/")[-2:]): to_np(w) for w in layer.weights}
-
-
-def randomize(layer, seed, scale=0.5):
-    rng = np.random.default_rng(seed)
-    layer.set_weights([rng.normal(scale=scale, size=w.shape).astype("float32")
-                       for w in layer.get_weights()])
 
 
 def sigmoid(x):

@@ -25,22 +25,11 @@ from keras import ops
 
 from keras_structattn.layers import GraphMultiHeadAttention
 from keras_structattn.ops import relation_tables as rt
+from tests.layers.weights import randomize
+from tests.layers.weights import to_np
+from tests.layers.weights import weights_by_name
 
 DIM = 8
-
-
-def to_np(x):
-    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
-
-
-def weights_by_name(layer):
-    return {w.path.split("/", 1)[1]: to_np(w) for w in layer.weights}
-
-
-def randomize(layer, seed):
-    rng = np.random.default_rng(seed)
-    layer.set_weights([rng.normal(scale=0.5, size=w.shape).astype("float32")
-                       for w in layer.get_weights()])
 
 
 def reference(layer, query, value, relations, mask=None):

@@ -12,18 +12,19 @@ import math
 import keras
 import numpy as np
 import pytest
-from keras import ops
 
 from keras_structattn.layers.mcan_blocks import MCANGuidedAttentionBlock
 from keras_structattn.layers.mcan_blocks import MCANSelfAttentionBlock
 from tests.layers.test_positional_attention import reference as positional_reference
+from tests.layers.weights import randomize as randomize_at_scale
+from tests.layers.weights import to_np
 from tests.ops.test_box_geometry import random_boxes
 
 D, HEADS = 8, 2
 
 
-def to_np(x):
-    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
+def randomize(layer, seed):
+    randomize_at_scale(layer, seed, scale=0.4)
 
 
 def mcan_norm(x, norm):
@@ -66,12 +67,6 @@ def attention_reference(layer, query, value, key_mask, query_pos=None, key_pos=N
     mask = np.broadcast_to(key_mask[:, None, :], (query.shape[0], query.shape[1], value.shape[1]))
     key_pos = query_pos if key_pos is None else key_pos
     return positional_reference(layer, query, value, query_pos, key_pos, mask)[0]
-
-
-def randomize(layer, seed):
-    rng = np.random.default_rng(seed)
-    layer.set_weights([rng.normal(scale=0.4, size=w.shape).astype("float32")
-                       for w in layer.get_weights()])
 
 
 def data(seed, B=2, T=5, N=6):

@@ -27,25 +27,14 @@ from keras_structattn.layers._masking import get_keras_mask
 from keras_structattn.layers.positional_attention import POA_VARIANTS
 from tests._backend import gradients
 from tests._backend import jit
+from tests.layers.weights import randomize
+from tests.layers.weights import to_np
+from tests.layers.weights import weights_by_last_names as weights_by_name
 from tests.ops.test_box_geometry import random_boxes
 from tests.ops.test_box_geometry import reference_embedding
 from tests.ops.test_box_geometry import reference_geometry
 
 DIM = 8
-
-
-def to_np(x):
-    return np.asarray(ops.convert_to_numpy(ops.cast(x, "float32")), dtype=np.float64)
-
-
-def weights_by_name(layer):
-    return {"/".join(w.path.split("/")[-2:]): to_np(w) for w in layer.weights}
-
-
-def randomize(layer, seed, scale=0.5):
-    rng = np.random.default_rng(seed)
-    layer.set_weights([rng.normal(scale=scale, size=w.shape).astype("float32")
-                       for w in layer.get_weights()])
 
 
 def reference(layer, query, value, query_pos, key_pos, mask=None):

@@ -26,9 +26,9 @@ from keras_structattn.layers.unified_attention import UnifiedAttentionStack
 from keras_structattn.layers.unified_attention import split_attention
 from keras_structattn.layers.unified_attention import split_sequence
 from tests._backend import gradients
-from tests.layers.test_gated_attention import randomize
 from tests.layers.test_gated_attention import reference as gated_reference
-from tests.layers.test_gated_attention import to_np
+from tests.layers.weights import randomize
+from tests.layers.weights import to_np
 
 D, HEADS, M, N, DY = 8, 2, 4, 6, 5  # width, heads, text and visual lengths, d_y
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from keras_structattn import checks
 from keras_structattn.data.json_files import load_json
+from keras_structattn.data.json_files import text_lines
 from keras_structattn.data.json_files import top_list
 from keras_structattn.decoding.tokens import EOS_ID
 from keras_structattn.decoding.tokens import PAD_ID
@@ -185,35 +186,28 @@ def read_split_list(path):
             word, invalid UTF-8, or a repeated image; for a file that names
             no image.
     """
-    name = os.fspath(path)
-    if not os.path.isfile(name):
-        raise FileNotFoundError(f"No such split list file: {name!r}")
+    name, lines = text_lines(path, "split list")
     ids, names = {}, {}
-    with open(name, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{name}, line {number}: not valid UTF-8 ({e}).") from None
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            words = line.split()
-            if len(words) != 1:
-                raise ValueError(
-                    f"{name}, line {number}: expected one image id (digits) or one image "
-                    f"file name per line, found {len(words)} words: {line[:80]!r}"
-                )
-            if line.isascii() and line.isdigit():
-                table, key = ids, int(line)
-            else:
-                table, key = names, line
-            if key in table:
-                raise ValueError(
-                    f"{name}, line {number}: image {key!r} is already listed on line "
-                    f"{table[key]}."
-                )
-            table[key] = number
+    for number, line in lines:
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        if len(words) != 1:
+            raise ValueError(
+                f"{name}, line {number}: expected one image id (digits) or one image "
+                f"file name per line, found {len(words)} words: {line[:80]!r}"
+            )
+        if line.isascii() and line.isdigit():
+            table, key = ids, int(line)
+        else:
+            table, key = names, line
+        if key in table:
+            raise ValueError(
+                f"{name}, line {number}: image {key!r} is already listed on line "
+                f"{table[key]}."
+            )
+        table[key] = number
     if not ids and not names:
         raise ValueError(f"{name}: the split list names no image (only blank or # lines).")
     return SplitList(name, ids, names)

@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from keras_structattn.data.json_files import atomic_open
+from keras_structattn.data.vocab import _by_count
 
 PAD_WORD = "<pad>"
 BOS_WORD = "<s>"
@@ -540,15 +541,7 @@ class AnswerWordVocab:
                 counts.update(simple_word(answer).split())
         for word in SPECIAL_WORDS:
             counts.pop(word, None)
-        kept = sorted(
-            ((w, n) for w, n in counts.items() if n >= min_count), key=lambda x: (-x[1], x[0])
-        )
-        if not kept:
-            most = max(counts.values(), default=0)
-            raise ValueError(
-                f"No answer word to build a vocabulary from: {len(counts)} distinct words, "
-                f"the most frequent seen {most} times, and min_count={min_count}."
-            )
+        kept = _by_count(counts, min_count, "answer word", "words")
         return cls(list(SPECIAL_WORDS) + [w for w, _ in kept])
 
     @property

@@ -45,6 +45,7 @@ from keras_structattn.data.json_files import _skip_or_raise
 from keras_structattn.data.json_files import atomic_open
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.json_files import top_list
+from keras_structattn.data.vocab import _by_count
 from keras_structattn.decoding.tokens import PAD_ID
 from keras_structattn.metrics.vqa_accuracy import read_vqa_results  # noqa: F401
 
@@ -369,15 +370,7 @@ class AnswerVocab:
                     f"Received: item {index} = {item!r:.80}"
                 )
             counts.update(normalize(a) for a in items)
-        kept = sorted(
-            ((a, n) for a, n in counts.items() if n >= min_count), key=lambda x: (-x[1], x[0])
-        )
-        if not kept:
-            most = max(counts.values(), default=0)
-            raise ValueError(
-                f"No answer to build a vocabulary from: {len(counts)} distinct answers, the "
-                f"most frequent seen {most} times, and min_count={min_count}."
-            )
+        kept = _by_count(counts, min_count, "answer", "answers")
         return cls([a for a, _ in kept], [n for _, n in kept])
 
     @property

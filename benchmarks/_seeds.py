@@ -1,0 +1,59 @@
+"""What the over-seeds benchmarks share: one recipe run per model and seed.
+
+Each run trains a recipe in a subprocess, in its own folder under
+`--output_dir`; a run whose result file is there already is reused, so a
+rerun of the benchmark (or one extended with more seeds) only runs what is
+missing. The Shapes world of the first run is copied into the others
+(same sizes and `--world_seed`: the same data) instead of generated again.
+"""
+
+import datetime
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def train_run(out, done, world, command, **run_kwargs):
+    """Runs one recipe's `command` (its output folder `out`) unless the file
+    `done` exists.
+
+    Args:
+        out: the run folder.
+        done: the file a finished run leaves (e.g. its test scores).
+        world: None, or a generated Shapes world folder to copy into `out`.
+        command: the recipe's arguments after `python -m`.
+        **run_kwargs: for `subprocess.run` (e.g. `stdout`, `env`).
+
+    Returns:
+        `(result, seconds)`: the `subprocess.CompletedProcess` and the wall
+        seconds it took; `(None, None)` for a reused run.
+    """
+    if os.path.exists(done):
+        return None, None
+    if world and not os.path.exists(os.path.join(out, "shapes_world")):
+        os.makedirs(out, exist_ok=True)
+        shutil.copytree(world, os.path.join(out, "shapes_world"))
+    start = time.time()
+    result = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=True,
+                            **run_kwargs)
+    return result, time.time() - start
+
+
+def print_preamble(script, backend=None):
+    """The first two lines of a benchmark's output: the date, machine and
+    backend (`backend`, else `KERAS_BACKEND`'s), then the command line."""
+    backend = backend or os.environ.get("KERAS_BACKEND", "tensorflow")
+    print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores, "
+          f"{platform.processor() or 'cpu'}; KERAS_BACKEND={backend}")
+    print(f"# command: python -m benchmarks.{script} {' '.join(sys.argv[1:])}")
+
+
+def summary(values, digits=2):
+    """`mean (min-max)` of `values`, six characters each."""
+    mean = sum(values) / len(values)
+    return f"{mean:6.{digits}f} ({min(values):6.{digits}f}-{max(values):6.{digits}f})"
