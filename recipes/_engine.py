@@ -216,8 +216,9 @@ def _already_done(args, phase, done, epochs_done, epochs, total_steps, scores):
     return None
 
 
-def fit(model, args, data, *, per_epoch, epochs=None, total_steps=None, validation=None,
-        validation_steps=None, replicas=None, phase=None, scores=None, label=None):
+def fit(model, args, data=None, *, step=None, per_epoch, epochs=None, total_steps=None,
+        validation=None, validation_steps=None, replicas=None, phase=None, scores=None,
+        label=None):
     """`model.fit` of one training phase, resumed from its newest checkpoint.
 
     Call it inside `replicas.scope()` with the model compiled.
@@ -227,6 +228,7 @@ def fit(model, args, data, *, per_epoch, epochs=None, total_steps=None, validati
         args: the flags (`output_dir`, `keep_checkpoints`, `verbose`,
             `early_stopping`, `max_minutes`).
         data: `data(start_step)` -> what `fit` reads, from that step on.
+        step: instead of `data`, a custom training step (`fit_steps`).
         per_epoch: steps per epoch (= per checkpoint).
         epochs: the epochs to reach, or None to train to `total_steps`.
         total_steps: the optimizer steps to stop at (None: the epochs).
@@ -248,38 +250,35 @@ def fit(model, args, data, *, per_epoch, epochs=None, total_steps=None, validati
         epochs = epochs_done + math.ceil((total_steps - done) / per_epoch)
     callbacks, stopper, timer = _callbacks(args, phase, replicas, total_steps, scores)
     start = time.time()
-    model.fit(data(done), steps_per_epoch=per_epoch, epochs=epochs, initial_epoch=epochs_done,
-              validation_data=validation, validation_steps=validation_steps,
-              shuffle=False,  # the recipes' streams shuffle (seeded, resumable) themselves
-              callbacks=callbacks, verbose=args.verbose)
+    if step is None:
+        model.fit(data(done), steps_per_epoch=per_epoch, epochs=epochs,
+                  initial_epoch=epochs_done, validation_data=validation,
+                  validation_steps=validation_steps,
+                  shuffle=False,  # the recipes' streams shuffle (seeded, resumable) themselves
+                  callbacks=callbacks, verbose=args.verbose)
+    else:
+        _step_loop(model, step, callbacks, done, range(epochs_done, epochs), per_epoch,
+                   args.verbose)
     return _finish(model, args, label, stopper, timer, start, replicas, phase)
 
 
-def fit_steps(model, args, step, *, per_epoch, total_steps, replicas=None, phase=None,
-              scores=None, label=None):
-    """A training phase of a custom step (`step(model, step_index)` -> logs
-    dict), with the callbacks and stopping rules of `fit`; for steps that
-    `fit` cannot express (self-critical training samples and rewards on the
-    host). Call it with the model compiled.
+def fit_steps(model, args, step, **kwargs):
+    """`fit` of a custom step (`step(model, step_index)` -> logs dict), with
+    the same callbacks and stopping rules; for steps that `model.fit` cannot
+    express (self-critical training samples and rewards on the host). Call
+    it with the model compiled; `kwargs` are `fit`'s."""
+    return fit(model, args, step=step, **kwargs)
 
-    Returns:
-        The optimizer steps taken in all.
-    """
-    phase = phase or Phase()
-    epochs_done, done = _restore(model, args, phase, None, total_steps, scores, label,
-                                 replicas)
-    if epochs_done is None:
-        return done
-    epochs = epochs_done + math.ceil((total_steps - done) / per_epoch)
-    callbacks, stopper, timer = _callbacks(args, phase, replicas, total_steps, scores)
+
+def _step_loop(model, step, callbacks, index, epochs, per_epoch, verbose):
+    """The loop of `model.fit` around a custom step: the callbacks' hooks in
+    Keras' order, each epoch's logs the mean of its steps'."""
     callbacks = keras.callbacks.CallbackList(
-        callbacks, add_history=True, add_progbar=args.verbose != 0, model=model,
-        epochs=epochs, steps=per_epoch, verbose=args.verbose)
-    start = time.time()
+        callbacks, add_history=True, add_progbar=verbose != 0, model=model,
+        epochs=epochs.stop, steps=per_epoch, verbose=verbose)
     model.stop_training = False
     callbacks.on_train_begin()
-    index = done
-    for epoch in range(epochs_done, epochs):
+    for epoch in epochs:
         callbacks.on_epoch_begin(epoch)
         totals = {}
         for batch in range(per_epoch):
@@ -295,7 +294,6 @@ def fit_steps(model, args, step, *, per_epoch, total_steps, replicas=None, phase
         if model.stop_training:
             break
     callbacks.on_train_end()
-    return _finish(model, args, label, stopper, timer, start, replicas, phase)
 
 
 def _restore(model, args, phase, epochs, total_steps, scores, label, replicas):
