@@ -530,16 +530,18 @@ def add_seq2seq_training_flags(parser, metrics, *, train_steps, train_steps_help
 
 
 def add_decoding_flags(parser, title, *, beam_size, alpha, decode_batch_size, weights_help,
-                       outputs):
+                       outputs, output_file_help):
     """The group of the beam-search flags (`--beam_size`, `--alpha`,
-    `--decode_batch_size`, `--weights`, `--examples`: evaluate's
-    `outputs` shown on stderr); returns it for the recipe's own."""
+    `--decode_batch_size`, `--weights`, `--output_file` of `decode`,
+    `--examples`: evaluate's `outputs` shown on stderr); returns it for the
+    recipe's own."""
     dec = parser.add_argument_group(title)
     dec.add_argument("--beam_size", type=positive_int, default=beam_size)
     dec.add_argument("--alpha", type=non_negative_float, default=alpha,
                      help="length penalty exponent (0: plain log-probability)")
     dec.add_argument("--decode_batch_size", type=positive_int, default=decode_batch_size)
     dec.add_argument("--weights", type=input_file, help=weights_help)
+    dec.add_argument("--output_file", type=output_file, help=f"decode: {output_file_help}")
     dec.add_argument("--examples", type=non_negative_int, default=5,
                      help=f"evaluate: {outputs} to show (on stderr)")
     return dec

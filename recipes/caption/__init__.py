@@ -146,12 +146,10 @@ def build_parser():
     dec = _cli.add_decoding_flags(
         parser, "decoding and scoring", beam_size=3, alpha=0.0, decode_batch_size=50,
         weights_help="weights to decode with (default: the last phase's best or newest "
-        "checkpoint)", outputs="captions")
+        "checkpoint)", outputs="captions", output_file_help="COCO results JSON (default: "
+        "stdout, one `image_id<TAB>caption` line per image)")
     dec.add_argument("--split", choices=SPLITS, default="test",
                      help="evaluate / visualize: the split")
-    dec.add_argument("--output_file", type=_cli.output_file,
-                     help="decode: COCO results JSON (default: stdout, one "
-                     "`image_id<TAB>caption` line per image)")
     dec.add_argument("--annotations", type=_cli.input_file,
                      help="score: COCO captions_*.json (the references)")
     dec.add_argument("--results", type=_cli.input_file,

@@ -79,7 +79,8 @@ def build_parser():
     dec = _cli.add_decoding_flags(
         parser, "decoding", beam_size=4, alpha=0.6, decode_batch_size=64,
         weights_help="weights file to decode with (default: docs/recipes.md, "
-        "\"Which weights are used\")", outputs="translations")
+        "\"Which weights are used\")", outputs="translations",
+        output_file_help="where to write (default stdout)")
     dec.add_argument("--extra_length", type=_cli.non_negative_int, default=20,
                      help="decode at most source length + this many tokens")
     dec.add_argument("--max_input_length", type=_cli.positive_int, default=None,
@@ -87,8 +88,6 @@ def build_parser():
                      "max_length hparam); longer sources are cut, and counted on stderr")
     dec.add_argument("--input_file", type=_cli.input_file,
                      help="decode: sentences to translate (default stdin)")
-    dec.add_argument("--output_file", type=_cli.output_file,
-                     help="decode: where to write (default stdout)")
     parser.add_argument("--last", type=_cli.positive_int, default=5,
                         help="average: checkpoints to average")
     _cli.add_distribution_flags(parser)
