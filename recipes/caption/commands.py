@@ -56,7 +56,6 @@ from recipes.caption import data_flags_given
 from recipes.caption import run_defaults
 from recipes.caption import world as world_lib
 
-HPARAMS_FILE = "hparams.json"
 # Applied to the models' Shapes world sets only: their 1,000 warm-up steps
 # are for COCO-sized runs; the embedded default trains about as many steps
 # in all.
