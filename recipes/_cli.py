@@ -617,3 +617,84 @@ def add_vl_score_flags(out, annotations_help, output_help):
     out.add_argument("--results", type=input_file,
                      help="score: results JSON [{question_id, answer}]")
     out.add_argument("--output", type=output_file, help=f"score: {output_help}")
+
+# --- sequence-to-sequence flags (shared)
+# The flags of the recipes that train a token decoder and decode with beam
+# search (translate, caption; docs/translation.md, docs/captioning.md).
+
+
+def seq2seq_parser(doc, prog, commands, output_dir, hparams_model_types):
+    """A sequence-to-sequence recipe's parser: its `command` and
+    `--output_dir`, the first line of its module `doc` as the description
+    and the rest as the epilog."""
+    parser = ArgumentParser(hparams_model_types=hparams_model_types, prog=prog,
+                            description=doc.split("\n")[0], epilog=doc.split("\n", 1)[1])
+    add_command_argument(parser, commands)
+    parser.add_argument("--output_dir", default=output_dir, type=output_folder)
+    return parser
+
+
+def add_seq2seq_run_flags(parser, models, *, model_help, hparams_set_help, hparams_example,
+                          seed):
+    """The group of the run-defining flags (`--model`, `--hparams_set`,
+    `--hparams`, `--seed`); returns it for the recipe's own."""
+    run = parser.add_argument_group(
+        "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
+    run.add_argument("--model", choices=tuple(models), default=None, help=model_help)
+    run.add_argument("--hparams_set", default=None, help=hparams_set_help)
+    run.add_argument("--hparams", default="",
+                     help=f'comma-separated overrides, e.g. "{hparams_example}" (a list '
+                     'value keeps its commas: docs/translation.md)')
+    run.add_argument("--seed", type=int, default=None, help=f"default {seed}")
+    return run
+
+
+def add_seq2seq_training_flags(parser, metrics, *, train_steps, train_steps_help,
+                               steps_per_checkpoint, keep_checkpoints):
+    """The group of the training flags (they may change when a run
+    resumes): `--train_steps`, `--steps_per_checkpoint`, the budget flags
+    (`add_budget_flags`), `--keep_checkpoints`, `--jit`, `--no_eval`,
+    `--verbose`; returns it for the recipe's own."""
+    train = parser.add_argument_group("training (may change when a run resumes)")
+    train.add_argument("--train_steps", type=positive_int, default=train_steps,
+                       help=train_steps_help)
+    train.add_argument("--steps_per_checkpoint", type=positive_int,
+                       default=steps_per_checkpoint)
+    add_budget_flags(train, metrics)
+    train.add_argument("--keep_checkpoints", type=positive_int, default=keep_checkpoints)
+    train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
+                       help="jit_compile for fit (auto: Keras' choice; docs/translation.md)")
+    train.add_argument("--no_eval", action="store_true",
+                       help="train only; skip the evaluation")
+    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                       help="Keras fit verbosity: 1 = progress bars (on stderr)")
+    return train
+
+
+def add_decoding_flags(parser, title, *, beam_size, alpha, decode_batch_size, weights_help,
+                       outputs, output_file_help):
+    """The group of the beam-search flags (`--beam_size`, `--alpha`,
+    `--decode_batch_size`, `--weights`, `--output_file` of `decode`,
+    `--examples`: evaluate's `outputs` shown on stderr); returns it for the
+    recipe's own."""
+    dec = parser.add_argument_group(title)
+    dec.add_argument("--beam_size", type=positive_int, default=beam_size)
+    dec.add_argument("--alpha", type=non_negative_float, default=alpha,
+                     help="length penalty exponent (0: plain log-probability)")
+    dec.add_argument("--decode_batch_size", type=positive_int, default=decode_batch_size)
+    dec.add_argument("--weights", type=input_file, help=weights_help)
+    dec.add_argument("--output_file", type=output_file, help=f"decode: {output_file_help}")
+    dec.add_argument("--examples", type=non_negative_int, default=5,
+                     help=f"evaluate: {outputs} to show (on stderr)")
+    return dec
+
+
+def check_seq2seq_args(args, run_commands):
+    """The checks both recipes make: `--distribute` only for `train`, and
+    a run in --output_dir for the `run_commands`."""
+    if args.command != "train" and args.distribute != "none":
+        raise UsageError(f"--distribute is for train; {args.command} runs on one device")
+    if args.command in run_commands:
+        from recipes._run import RunFolder
+
+        RunFolder(args.output_dir).require_run(args.command)

@@ -19,41 +19,27 @@ arXiv:1612.00563), then beam search over the test images, scored next to
 the "describe the biggest shape" baseline.
 
 --model picks the captioner (docs/captioning.md): `area` (the default
-above), `transformer` (a post-norm Transformer over region features),
-`catt` (Transformer+CATT, Yang et al., 2021, arXiv:2103.03493: the same
-network with in-sample and cross-sample attention over global image and
-word dictionaries of 500 entries, fitted by K-means before training;
---dictionary_init uniform is the paper's "w/o Init"), `butd` (Up-Down,
-Anderson et al., 2018, arXiv:1707.07998) and `butd_catt` (Up-Down+CATT,
-a visual dictionary of 1000 entries). On Shapes world each trains its
-tiny set; on real data its paper-sized one. --world_bias SHAPE=COLOR:P
-makes a train/val confounder (test unbiased) and `evaluate` then also
-reports how often captions state colour-shape pairs the image lacks
-(CHAIR-style, Rohrbach et al., 2018), the biased pair above all.
+above), `transformer`, `catt` (Transformer+CATT, Yang et al., 2021,
+arXiv:2103.03493), `butd` (Up-Down, Anderson et al., 2018,
+arXiv:1707.07998) or `butd_catt` (Up-Down+CATT); each trains its tiny set
+on Shapes world, its paper-sized one on real data. --world_bias
+SHAPE=COLOR:P makes a train/val confounder (test unbiased), and `evaluate`
+then also reports CHAIR-style colour-shape hallucination rates.
 
-Real COCO: --karpathy_json dataset_coco.json (Karpathy's splits), or
---captions_train/--captions_val/--captions_test captions_*.json (each
-with an optional --split_* list of image ids or file names), and
---features: a folder of per-image .npy/.npz grid features ([H, W, C]),
-region features ([N, C] + [N, 4] boxes, with --feature_kind regions), or
-one HDF5 file. `extract` writes grid features with a keras.applications
-backbone from a local weights file (nothing is downloaded).
+Real COCO (docs/captioning.md, "Real COCO"): --karpathy_json or
+--captions_* files, and --features (grid or region features); `extract`
+writes grid features with a keras.applications backbone from a local
+weights file (nothing is downloaded).
 
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch, cross-entropy and self-critical, over
-the devices (JAX: also across hosts with --coordinator_address/
---num_processes/--process_id; TensorFlow: one machine, steps without XLA).
---batch_size and --scst_images are the global batches and must split
-evenly; the validation images are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
-
-Everything lives in --output_dir: the settings (run.json), hparams, the
-vocabulary, checkpoints of both training phases (written atomically: a
-killed `train` resumes from its last checkpoint when run again), history
-CSVs and TensorBoard logs. Results go to stdout, everything else to
-stderr; errors are one line (--debug for the traceback), exit status 2 for
-a bad command line, 1 for a failure.
+Everything lives in --output_dir (docs/captioning.md): the settings,
+hparams, vocabulary, checkpoints of both training phases (a killed
+`train` resumes from its last checkpoint when run again), history CSVs and
+TensorBoard logs. Results go to stdout, everything else to stderr; errors
+are one line (--debug for the traceback), exit status 2 for a bad command
+line, 1 for a failure (docs/recipes.md). `train --distribute
+data_parallel [--devices N]` splits every batch, cross-entropy and
+self-critical, over the devices; --batch_size and --scst_images must split
+evenly (docs/distributed.md).
 """
 
 import os
@@ -98,29 +84,17 @@ def run_defaults(args):
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser = _cli.ArgumentParser(
-        hparams_model_types=("captioner", "catt_captioner", "updown_captioner"),
-        prog="python -m recipes.caption",
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("\n", 1)[1],
-    )
-    _cli.add_command_argument(parser, COMMANDS)
-    parser.add_argument("--output_dir", default=DEFAULT_OUTPUT_DIR, type=_cli.output_folder)
-    run = parser.add_argument_group(
-        "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
-    )
-    run.add_argument("--model", choices=tuple(MODELS), default=None,
-                     help="the captioner (default area; see above)")
-    run.add_argument("--hparams_set", default=None,
-                     help=f"default: the --model's ({DEFAULT_HPARAMS_SET} for area); "
-                     "captioner_{tiny,small,base}[_area2x2|_area3x3], "
-                     "{catt,transformer}_captioner_{tiny,base}, updown[_catt]_{tiny,base}")
+    parser = _cli.seq2seq_parser(__doc__, "python -m recipes.caption", COMMANDS,
+                                 DEFAULT_OUTPUT_DIR,
+                                 ("captioner", "catt_captioner", "updown_captioner"))
+    run = _cli.add_seq2seq_run_flags(
+        parser, MODELS, model_help="the captioner (default area; see above)",
+        hparams_set_help=f"default: the --model's ({DEFAULT_HPARAMS_SET} for area); "
+        "--list_hparams_sets shows them", hparams_example="area_key_mode=concat",
+        seed=RUN_DEFAULTS["seed"])
     run.add_argument("--dictionary_init", choices=DICTIONARY_INITS, default=None,
                      help="CATT dictionaries: K-means over the training embeddings "
                      "(default, the paper) or the uniform initializer (its 'w/o Init')")
-    run.add_argument("--hparams", default="",
-                     help='comma-separated overrides, e.g. "area_key_mode=concat"')
-    run.add_argument("--seed", type=int, default=None, help=f"default {RUN_DEFAULTS['seed']}")
     run.add_argument("--min_word_count", type=_cli.positive_int, default=None,
                      help="words seen fewer times in the training captions are UNK "
                      f"(default {RUN_DEFAULTS['min_word_count']})")
@@ -152,9 +126,9 @@ def build_parser():
                       "instead of stopping at the first")
     _world.add_world_flags(data)
 
-    train = parser.add_argument_group("training (may change when a run resumes)")
-    train.add_argument("--train_steps", type=_cli.positive_int, default=400,
-                       help="cross-entropy steps (optimizer steps)")
+    train = _cli.add_seq2seq_training_flags(
+        parser, VALIDATION_METRICS, train_steps=400, steps_per_checkpoint=250,
+        train_steps_help="cross-entropy steps (optimizer steps)", keep_checkpoints=3)
     train.add_argument("--batch_size", type=_cli.positive_int, default=None,
                        help="images per cross-entropy batch, 5 captions each (default: "
                        "the hparams' batch_size)")
@@ -168,29 +142,14 @@ def build_parser():
                        help="reward baseline: the mean of the image's other samples, "
                        "or its greedy caption")
     train.add_argument("--scst_learning_rate", type=_cli.positive_float, default=5e-5)
-    train.add_argument("--steps_per_checkpoint", type=_cli.positive_int, default=250)
-    _cli.add_budget_flags(train, VALIDATION_METRICS)
-    train.add_argument("--keep_checkpoints", type=_cli.positive_int, default=3)
-    train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
-                       help="jit_compile for fit (auto: Keras' choice)")
-    train.add_argument("--no_eval", action="store_true", help="train only")
-    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                       help="1 = progress bars (on stderr)")
 
-    dec = parser.add_argument_group("decoding and scoring")
+    dec = _cli.add_decoding_flags(
+        parser, "decoding and scoring", beam_size=3, alpha=0.0, decode_batch_size=50,
+        weights_help="weights to decode with (default: the last phase's best or newest "
+        "checkpoint)", outputs="captions", output_file_help="COCO results JSON (default: "
+        "stdout, one `image_id<TAB>caption` line per image)")
     dec.add_argument("--split", choices=SPLITS, default="test",
                      help="evaluate / visualize: the split")
-    dec.add_argument("--beam_size", type=_cli.positive_int, default=3)
-    dec.add_argument("--alpha", type=_cli.non_negative_float, default=0.0,
-                     help="length penalty exponent (0: plain log-probability)")
-    dec.add_argument("--decode_batch_size", type=_cli.positive_int, default=50)
-    dec.add_argument("--weights", type=_cli.input_file,
-                     help="weights to decode with (default: the newest checkpoint)")
-    dec.add_argument("--output_file", type=_cli.output_file,
-                     help="decode: COCO results JSON (default: stdout, one "
-                     "`image_id<TAB>caption` line per image)")
-    dec.add_argument("--examples", type=_cli.non_negative_int, default=5,
-                     help="evaluate: captions to show (on stderr)")
     dec.add_argument("--annotations", type=_cli.input_file,
                      help="score: COCO captions_*.json (the references)")
     dec.add_argument("--results", type=_cli.input_file,
@@ -243,19 +202,9 @@ def check_args(args):
                               "--images (a folder, with --backbone_weights)")
     if args.command == "decode" and args.images and not args.backbone_weights:
         raise _cli.UsageError("decode --images needs --backbone_weights to extract features")
-    if args.command != "train" and args.distribute != "none":
-        raise _cli.UsageError(f"--distribute is for train; {args.command} runs on one device")
-    if args.command in RUN_COMMANDS:
-        from recipes._run import RunFolder
-
-        RunFolder(args.output_dir).require_run(args.command)
+    _cli.check_seq2seq_args(args, RUN_COMMANDS)
 
 
 def main(argv=None):
-    """Runs the recipe: `python -m recipes.caption [command] [flags]`.
-
-    Returns:
-        What the command returns (used by tests).
-    """
-    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
-                        check=check_args)
+    """Runs `python -m recipes.caption [command] [flags]`; returns what the command returns."""
+    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__), check=check_args)

@@ -7,7 +7,7 @@ there), results to stdout (`_cli.emit`).
 Data parallelism (`train --distribute data_parallel`, docs/distributed.md):
 the model is built, compiled, restored and trained in `Replicas.scope()`;
 each process of a multi-process run feeds its rows of every global batch
-(`fed`). The cross-entropy phase is `model.fit`; self-critical training
+(`recipes._vl.feed`). The cross-entropy phase is `model.fit`; self-critical training
 is one `train_on_batch` a step, with the samples and rewards of the whole
 global batch computed alike in every process. Under JAX's DataParallel
 that batch is split over the devices; TensorFlow's MirroredStrategy runs
@@ -19,7 +19,6 @@ the one-device step at the cost of computing it on each replica.
 import argparse
 import itertools
 import json
-import math
 import os
 import time
 
@@ -35,15 +34,10 @@ from keras_structattn.metrics import evaluate_captions
 from keras_structattn.metrics import ptb_tokenize
 from keras_structattn.tasks.captioning import coco_captions
 from keras_structattn.training import checkpoints as checkpoints_lib
-from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training import self_critical
 from keras_structattn.training.dictionaries import fit_dictionaries
 from keras_structattn.training.dictionaries import has_dictionaries
-from keras_structattn.training.distribution import Replicas
-from keras_structattn.training.history import history_from_csv
-from keras_structattn.training.losses import PaddedAccuracy
 from keras_structattn.training.losses import PaddedCrossEntropy
-from keras_structattn.training.schedules import WarmupRsqrtDecay
 from models import registry
 from models.captioning.catt_captioner import CATTCaptioner
 from models.captioning.transformer_captioner import TransformerCaptioner
@@ -51,10 +45,10 @@ from models.captioning.updown import UpDownCaptioner
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
-from recipes._run import RunFolder
+from recipes import _seq2seq
+from recipes import _vl
 from recipes._run import write_atomically
 from recipes._run import write_json
-from recipes._vl import max_regions_of
 from recipes.caption import MODELS
 from recipes.caption import RUN_DEFAULTS
 from recipes.caption import SPLITS
@@ -62,7 +56,6 @@ from recipes.caption import data_flags_given
 from recipes.caption import run_defaults
 from recipes.caption import world as world_lib
 
-HPARAMS_FILE = "hparams.json"
 # Applied to the models' Shapes world sets only: their 1,000 warm-up steps
 # are for COCO-sized runs; the embedded default trains about as many steps
 # in all.
@@ -81,15 +74,8 @@ METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr",
 
 
 def run(args):
-    """Runs `args.command`; returns what it returns."""
-    return {
-        "train": train,
-        "evaluate": evaluate,
-        "decode": decode,
-        "score": score,
-        "visualize": visualize,
-        "extract": extract,
-    }[args.command](args)
+    """Runs `args.command` (the function of that name); returns what it returns."""
+    return globals()[args.command](args)
 
 
 # -------------------------------------------------------------------- data
@@ -190,7 +176,7 @@ def feature_batch(store, image_ids, kind):
     if kind == "grid":
         return image_features.grid_batch(store, image_ids)
     if not hasattr(store, "padded_regions"):
-        store.padded_regions = max_regions_of(store, MAX_REGIONS)
+        store.padded_regions = _vl.max_regions_of(store, MAX_REGIONS)
     features, boxes, mask = image_features.region_batch(store, image_ids, store.padded_regions)
     return {"features": features, "boxes": boxes, "mask": mask}
 
@@ -198,38 +184,8 @@ def feature_batch(store, image_ids, kind):
 # ------------------------------------------------------------------- model
 
 
-def _usage(function, *args):
-    """`function(*args)`, its ValueError (a bad set or override) as a usage error."""
-    try:
-        return function(*args)
-    except ValueError as error:
-        raise _cli.UsageError(str(error)) from None
-
-
-def resolve_run(args):
-    """The run folder, its settings and hparams; usage errors come out here,
-    before any data is read.
-
-    Returns:
-        `(run, settings, hparams)`; `hparams` is None for a new run (it
-        depends on the data's grid, see `new_hparams`).
-    """
-    run = RunFolder(args.output_dir)
-    given = dict(model=args.model, hparams_set=args.hparams_set,
-                 min_word_count=args.min_word_count,
-                 max_caption_length=args.max_caption_length, feature_kind=args.feature_kind,
-                 dictionary_init=args.dictionary_init)
-    if args.command == "train":
-        given["seed"] = args.seed
-    settings = run.resolve_settings(given, run_defaults(args))
-    # Runs made before --model and --dictionary_init existed.
-    settings.setdefault("model", "area")
-    settings.setdefault("dictionary_init", RUN_DEFAULTS["dictionary_init"])
-    if run.holds_run:
-        saved = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
-        run.check_hparams(saved, _usage(saved.parse, args.hparams))
-        return run, settings, saved
-    hparams = _usage(registry.get, settings["hparams_set"])
+def check_set(hparams, settings):
+    """A usage error unless a new run's set is a captioner set of its --model."""
     if hparams.model_type not in MODEL_CLASSES:
         raise _cli.UsageError(
             f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set; "
@@ -241,20 +197,35 @@ def resolve_run(args):
         raise _cli.UsageError(
             f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set, not a "
             f"set of --model {settings['model']} ({expected})")
-    _usage(hparams.parse, args.hparams)  # checked now, applied in new_hparams
-    return run, settings, None
+
+
+def resolve_run(args):
+    """The run folder, its settings and hparams (`_seq2seq.resolve_run`).
+
+    Returns:
+        `(run, settings, hparams)`; `hparams` is None for a new run (it
+        depends on the data's grid, see `new_hparams`).
+    """
+    run, settings, hparams = _seq2seq.resolve_run(
+        args, dict(model=args.model, hparams_set=args.hparams_set,
+                   min_word_count=args.min_word_count,
+                   max_caption_length=args.max_caption_length,
+                   feature_kind=args.feature_kind, dictionary_init=args.dictionary_init),
+        run_defaults(args), check_set)
+    # Runs made before --model and --dictionary_init existed.
+    settings.setdefault("model", "area")
+    settings.setdefault("dictionary_init", RUN_DEFAULTS["dictionary_init"])
+    return run, settings, hparams
 
 
 def new_hparams(args, settings, feature_shape):
     """A new run's hparams: the set's, fitted to the data's grid and the
     feature kind, then `--hparams`."""
-    hparams = registry.get(settings["hparams_set"])
-    if settings["hparams_set"] == MODELS[settings["model"]][0]:
-        hparams = hparams.parse(DEFAULT_SET_OVERRIDES)
     fitted = f"encoder_input={settings['feature_kind']}"
     if settings["feature_kind"] == "grid":
         fitted += f",grid_height={feature_shape[0]},grid_width={feature_shape[1]}"
-    return _usage(hparams.parse(fitted).parse, args.hparams)
+    return _seq2seq.new_hparams(args, settings, MODELS[settings["model"]][0],
+                                DEFAULT_SET_OVERRIDES, fitted)
 
 
 def build_model(hparams, vocab_size, feature_shape, seed=None):
@@ -294,16 +265,15 @@ def prepare_run(args, run, settings, hparams, train_split, replicas=None):
         settings["feature_shape"] = feature_shape_of(train_split.store)
         hparams = new_hparams(args, settings, settings["feature_shape"])
         tokens = [t for r in train_split.records for t in r.tokens]
-        vocab = _usage(lambda: WordVocab.build(tokens, min_count=settings["min_word_count"]))
-    print(f"[hparams] {settings['hparams_set']}: {hparams}")
+        vocab = _seq2seq.usage(
+            lambda: WordVocab.build(tokens, min_count=settings["min_word_count"]))
     if replicas is not None:
         check_batches(args, replicas, hparams, train_split)
-    keras.utils.set_random_seed(settings["seed"])
-    model = build_model(hparams, vocab.vocab_size, settings["feature_shape"], settings["seed"])
-    if not run.holds_run and (replicas is None or replicas.is_chief):
-        run.commit(settings, {HPARAMS_FILE: hparams.to_json() + "\n", VOCAB_FILE: vocab.save})
-        print(f"[run] new run in {args.output_dir}: {vocab.vocab_size} word ids "
-              f"(words seen >= {settings['min_word_count']} times)")
+    model = _seq2seq.build_run(
+        args, run, settings, hparams, vocab, VOCAB_FILE,
+        lambda seed: build_model(hparams, vocab.vocab_size, settings["feature_shape"], seed),
+        f"{vocab.vocab_size} word ids (words seen >= {settings['min_word_count']} times)",
+        write=replicas is None or replicas.is_chief)
     return vocab, hparams, model
 
 
@@ -317,35 +287,21 @@ def check_batches(args, replicas, hparams, train_split):
 
 
 def load_trained(args):
-    """The run's model with the weights to decode with, its vocabulary,
-    settings and hparams."""
+    """The run's model with the weights to decode with (those of the last
+    phase trained, `_seq2seq.choose_weights`), its vocabulary, settings and
+    hparams."""
     run, settings, hparams = resolve_run(args)
     vocab = WordVocab.load(run.file(VOCAB_FILE))
     model = build_model(hparams, vocab.vocab_size, settings["feature_shape"])
-    weights = args.weights or newest_weights(args)
-    model.load_weights(weights)
-    print(f"[model] weights {weights}")
+    _seq2seq.load_weights(model, args, run, (SCST_PHASE, XE_PHASE))
     return model, vocab, settings, hparams
-
-
-def newest_weights(args):
-    """The weights of the last phase trained, self-critical if any, else
-    cross-entropy: its best checkpoint (`--early_stopping`), else its newest
-    readable one."""
-    for phase in (SCST_PHASE, XE_PHASE):
-        try:
-            newest = checkpoints_lib.latest_checkpoint(
-                os.path.join(args.output_dir, phase.checkpoints))
-        except FileNotFoundError:
-            continue
-        return phase.best_weights(args.output_dir) or newest
-    raise FileNotFoundError(f"No readable checkpoints in {args.output_dir}/{XE_DIR}")
 
 
 # ------------------------------------------------------------ training data
 
 
 CAPTIONS_PER_IMAGE = 5
+VALIDATION_IMAGES = 200  # the first ones, in order
 
 
 def image_captions(record, count=CAPTIONS_PER_IMAGE):
@@ -354,34 +310,27 @@ def image_captions(record, count=CAPTIONS_PER_IMAGE):
     return [record.tokens[k % len(record.tokens)] for k in range(count)]
 
 
-def xe_batches(split, vocab, settings, images, seed, start=0):
+def xe_batches(split, vocab, settings, images, start=0, replicas=None):
     """Cross-entropy batches `((features, captions), targets)`, forever.
 
     A batch holds `images` images with `CAPTIONS_PER_IMAGE` captions each
     (`captions`, `targets`: `[images, 5, T]`): the captioner encodes each
     image once for its five captions (as self-critical.pytorch's
     `seq_per_img`), which makes a step about five times cheaper than one
-    image per caption. Step `s` reads batch `s % per_pass` of pass
-    `s // per_pass`, each pass a permutation of the images drawn from
-    `(seed, pass)`: a run resumed at step `start` reads what an
-    uninterrupted one would.
+    image per caption. The order is `recipes._vl.epoch_batches`' (a pass
+    a permutation drawn from the seed and the pass: a run resumed at step
+    `start` reads what an uninterrupted one would); with `replicas`, this
+    process's rows of each batch (`recipes._vl.feed`).
     """
-    count = len(split.records)
-    per_pass = max(1, count // images)
-    step = start
-    order, order_pass = None, None
-    while True:
-        epoch, offset = divmod(step, per_pass)
-        if epoch != order_pass:
-            order = np.random.default_rng([seed, epoch]).permutation(count)
-            order_pass = epoch
-        chosen = [split.records[j] for j in order[offset * images:(offset + 1) * images]]
-        yield batch_of(split, chosen, vocab, settings)
-        step += 1
+    return _vl.epoch_batches(len(split.records), images, settings["seed"],
+                             lambda rows: batch_of(split, rows, vocab, settings),
+                             start=start, replicas=replicas)
 
 
-def batch_of(split, records, vocab, settings):
-    """`((features, captions [B, 5, T]), targets [B, 5, T])` of `records`."""
+def batch_of(split, rows, vocab, settings):
+    """`((features, captions [B, 5, T]), targets [B, 5, T])` of the records
+    at `rows`."""
+    records = [split.records[j] for j in rows]
     tokens = [t for r in records for t in image_captions(r)]
     decoder_inputs, targets = coco_captions.caption_batch(
         tokens, vocab, settings["max_caption_length"])
@@ -391,48 +340,6 @@ def batch_of(split, records, vocab, settings):
     return (features, decoder_inputs.reshape(shape)), targets.reshape(shape)
 
 
-class ValidationBatches(keras.utils.PyDataset):
-    """The validation images (up to `max_images`), in order.
-
-    With `replicas`, as many images as split evenly over them (the others
-    are counted on stderr), each process reading its rows of every batch.
-    """
-
-    def __init__(self, split, vocab, settings, images, max_images=200, replicas=None):
-        super().__init__()
-        self.split, self.vocab, self.settings = split, vocab, settings
-        self.records = split.records[:max_images]
-        self.images = images
-        self.replicas = replicas or Replicas()
-        # Every process holds as many devices: the processes split it too.
-        left_out = len(self.records) % self.replicas.num_replicas
-        if left_out:
-            self.records = self.records[:len(self.records) - left_out]
-            print(f"[data] validation: {left_out} of {len(self.records) + left_out} images "
-                  f"left out, so that every batch splits over "
-                  f"{self.replicas.num_replicas} replicas")
-
-    def __len__(self):
-        return math.ceil(len(self.records) / self.images)
-
-    def __getitem__(self, index):
-        chosen = self.records[index * self.images:(index + 1) * self.images]
-        return fed(self.replicas, batch_of(self.split, chosen, self.vocab, self.settings))
-
-
-def fed(replicas, batch):
-    """`batch` as data-parallel `fit` takes it: this process's rows
-    (`Replicas.local_rows`), and under TensorFlow's MirroredStrategy bool
-    region masks as float32 (as `recipes._vl.feed`: Keras averages the
-    first batch over the replicas, which TensorFlow refuses for bool; the
-    models cast masks to bool)."""
-    batch = replicas.local_rows(batch)
-    if replicas.strategy is not None:
-        batch = keras.tree.map_structure(
-            lambda a: a.astype("float32") if a.dtype == np.bool_ else a, batch)
-    return batch
-
-
 # ------------------------------------------------------------------ train
 
 
@@ -440,21 +347,13 @@ def train(args):
     """Cross-entropy training to --train_steps, self-critical training to
     --scst_steps, then the evaluation; each phase resumes from its newest
     checkpoint."""
-    # First: on TensorFlow the CPU can be split into devices only before any op.
-    replicas = _replicas.from_flags(args)
-    jit = _replicas.jit_for(replicas, {"auto": "auto", "on": True, "off": False}[args.jit])
+    replicas, jit = _seq2seq.replicas_and_jit(args)
     run, settings, hparams = resolve_run(args)
     needed = ("train", "val") if args.no_eval else ("train", "val", args.split)
     needed = tuple(dict.fromkeys(needed))  # --split may be val
     splits = load_splits(args, settings, needed)
     if "train" not in splits:
         raise _cli.UsageError("give training captions: --karpathy_json or --captions_train")
-    if jit is False and keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        # As in the translation recipe: without XLA, TF's ops repeat only
-        # with op determinism on (a resumed run then equals a straight one).
-        tf.config.experimental.enable_op_determinism()
     # Only process 0 of a multi-process run writes files; evaluating in the
     # training command would need every process (their arrays are global).
     evaluating = not args.no_eval and replicas.num_processes == 1
@@ -462,20 +361,7 @@ def train(args):
         vocab, hparams, model = prepare_run(args, run, settings, hparams, splits["train"],
                                             replicas)
         batch_size = args.batch_size or hparams.batch_size
-        model.compile(
-            optimizer=keras.optimizers.Adam(
-                WarmupRsqrtDecay(hparams.learning_rate_constant,
-                                 _engine.warmup_steps(hparams.learning_rate_warmup_steps, args,
-                                                      args.train_steps),
-                                 hparams.hidden_size),
-                beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-                epsilon=hparams.optimizer_adam_epsilon,
-            ),
-            loss=PaddedCrossEntropy(hparams.label_smoothing),
-            metrics=[PaddedAccuracy()],
-            jit_compile=jit,
-        )
-        print(f"[model] {model.count_params():,} parameters")
+        _seq2seq.compile_model(model, hparams, args, jit)
         scst_folder = os.path.join(args.output_dir, SCST_DIR)
         start = time.time()
         trained = (model, vocab, settings, hparams)
@@ -499,15 +385,12 @@ def train(args):
         saved = _read_json(run.file(f"{args.split}_scores_cross_entropy.json"))
         before = CaptionScores(saved["scores"], {}, saved["not_computed"], [])
     write_json(run.file("train_summary.json"), {
-        name: {k: v for k, v in history_from_csv(run.file(name)).items() if k != "epoch"}
+        name: _seq2seq.history_of(run, name)
         for name in ("history.csv", "scst_history.csv") if os.path.exists(run.file(name))
     })
-    if evaluating:
+    if _seq2seq.evaluates_after_training(args, replicas):
         print("[model] the trained model in memory")
         evaluate(args, trained=trained, splits=splits, before=before if args.scst_steps else None)
-    elif not args.no_eval:
-        print(f"[eval] not after training on {replicas.num_processes} processes: run "
-              f"`evaluate --output_dir {args.output_dir}` (one process)")
     return model
 
 
@@ -522,14 +405,14 @@ def train_cross_entropy(args, settings, splits, vocab, model, batch_size, replic
           f"{batch_size} images x {CAPTIONS_PER_IMAGE} captions")
     validation = None
     if "val" in splits:
-        validation = ValidationBatches(splits["val"], vocab, settings, batch_size,
-                                       replicas=replicas)
-        validation = validation if len(validation) else None
+        val = splits["val"]
+        validation = _vl.validation_batches(
+            min(len(val.records), VALIDATION_IMAGES), batch_size,
+            lambda rows: batch_of(val, rows, vocab, settings), replicas)
 
     def data(done):
         def batches():
-            return (fed(replicas, batch) for batch in xe_batches(
-                splits["train"], vocab, settings, batch_size, settings["seed"], start=done))
+            return xe_batches(splits["train"], vocab, settings, batch_size, done, replicas)
 
         # Under MirroredStrategy, `fit` peeks with an iterator of its own,
         # whose read-ahead of a generator would be lost: each iterator
@@ -576,7 +459,7 @@ def init_dictionaries(model, split, vocab, settings, batch_size):
         return
     start = time.time()
     per_pass = max(1, len(split.records) // batch_size)
-    batches = xe_batches(split, vocab, settings, batch_size, settings["seed"])
+    batches = xe_batches(split, vocab, settings, batch_size)
     inputs = (batch[0] for batch in itertools.islice(batches, per_pass))
     try:
         report = fit_dictionaries(model, inputs, seed=settings["seed"])
@@ -796,12 +679,8 @@ def decode(args):
     image_ids = list(store.image_ids())
     captions = caption_images(trained, store, image_ids, args)
     results = [{"image_id": _json_id(i), "caption": c} for i, c in zip(image_ids, captions)]
-    if args.output_file:
-        write_json(args.output_file, results)
-        print(f"[decode] {len(results)} captions -> {args.output_file}")
-    else:
-        for result in results:
-            _cli.emit(f"{result['image_id']}\t{result['caption']}")
+    _seq2seq.deliver(args, [f"{r['image_id']}\t{r['caption']}" for r in results], "captions",
+                     results)
     return results
 
 
@@ -837,53 +716,58 @@ def extract(args, output=None):
     return written
 
 
-def _to_visualize(args, trained, kind, wrong_kind):
-    """The --split's first --num_images records, their beam-search
-    captions and images: `(split, records, captions, images)`; a usage
-    error `wrong_kind` unless the run's features are `kind`."""
+def visualize(args):
+    """PNGs of the caption-to-image attention of the --split's first
+    --num_images images, DIR/attention/<image_id>.png: for a grid run
+    (`TransformerCaptioner`) the most attended area of each generated word
+    (`draw_areas`), for a region run the in-sample and cross-sample streams
+    of a few words (`draw_streams`), at the --layer decoder layer."""
+    trained = load_trained(args)
     settings = trained[2]
+    kind = "grid" if isinstance(trained[0], TransformerCaptioner) else "regions"
     if settings["feature_kind"] != kind:
-        raise _cli.UsageError(wrong_kind)
+        raise _cli.UsageError("visualize draws grid areas: the run uses region features"
+                              if kind == "grid" else
+                              "visualize draws region attention: the run uses grid features")
     splits = load_splits(args, settings, (args.split,))
     if args.split not in splits:
         raise _cli.UsageError(f"no {args.split} captions to visualize")
     split = splits[args.split]
     chosen = split.records[: args.num_images]
     captions = caption_images(trained, split.store, [r.image_id for r in chosen], args)
-    return split, chosen, captions, world_lib.images_of(args, split, chosen)
-
-
-def visualize(args):
-    """PNGs of the caption-to-image attention: for each generated word, the
-    most attended area of the --layer decoder layer (averaged over heads)."""
-    from keras_structattn.tasks import attention_maps
-
-    trained = load_trained(args)
-    model, vocab, settings, _ = trained
-    if not isinstance(model, TransformerCaptioner):
-        return visualize_streams(args, trained)
-    split, chosen, captions, images = _to_visualize(
-        args, trained, "grid", "visualize draws grid areas: the run uses region features")
-    coordinates = model.area_coordinates(args.layer)
+    draw = draw_areas if kind == "grid" else draw_streams
     folder = os.path.join(args.output_dir, "attention")
     os.makedirs(folder, exist_ok=True)
     written = []
-    for record, caption, image in zip(chosen, captions, images):
-        features = feature_batch(split.store, [record.image_id], "grid")
-        words = caption.split()
-        targets = vocab.encode(words) + [1]
-        decoder_inputs = np.array([[0] + targets[:-1]], "int32")
-        weights = keras.ops.convert_to_numpy(
-            model.encdec_attention(features, decoder_inputs, layer=args.layer))
-        areas = attention_maps.top_areas(weights[0], coordinates)
+    for record, caption, image in zip(chosen, captions, world_lib.images_of(args, split, chosen)):
+        features = feature_batch(split.store, [record.image_id], kind)
+        picture = draw(args, trained, features, caption, image)
         path = os.path.join(folder, f"{record.image_id}.png")
-        picture = attention_maps.draw_word_areas(image, words + ["<eos>"], areas,
-                                                 grid_shape=settings["feature_shape"][:2])
         write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
         written.append(path)
         _cli.emit(f"{path}\t{caption}")
     print(f"[visualize] {len(written)} images -> {folder}")
     return written
+
+
+def _decoder_inputs(vocab, words):
+    """The teacher-forced decoder input `[1, T]` of a caption's `words` (EOS last)."""
+    targets = vocab.encode(words) + [1]
+    return np.array([[0] + targets[:-1]], "int32")
+
+
+def draw_areas(args, trained, features, caption, image):
+    """For each generated word (and EOS), the grid area it attends to most
+    (averaged over heads)."""
+    from keras_structattn.tasks import attention_maps
+
+    model, vocab, settings, _ = trained
+    words = caption.split()
+    weights = keras.ops.convert_to_numpy(model.encdec_attention(
+        features, _decoder_inputs(vocab, words), layer=args.layer))
+    areas = attention_maps.top_areas(weights[0], model.area_coordinates(args.layer))
+    return attention_maps.draw_word_areas(image, words + ["<eos>"], areas,
+                                          grid_shape=settings["feature_shape"][:2])
 
 
 # Words whose attention is drawn first: those a colour-shape confounder acts on.
@@ -897,11 +781,11 @@ def _drawn_positions(words):
     return chosen or list(range(min(_DRAWN_WORDS, len(words))))
 
 
-def visualize_streams(args, trained):
-    """PNGs of a CATT or Up-Down captioner's attention, IS beside CS.
+def draw_streams(args, trained, features, caption, image):
+    """A CATT or Up-Down captioner's attention, IS beside CS.
 
-    For a few words of each generated caption (colours and shapes first):
-    the in-sample attention over the regions (a spotlight) beside the
+    For a few words of the caption (colours and shapes first): the
+    in-sample attention over the regions (a spotlight) beside the
     cross-sample one: Transformer+CATT's CS stream over the encoder's CS
     output (one entry per region, so also a spotlight), Up-Down+CATT's
     over its global dictionary (the top entries as bars). Plain Up-Down
@@ -909,46 +793,32 @@ def visualize_streams(args, trained):
     """
     from keras_structattn.tasks import attention_maps
 
-    model, vocab, settings, _ = trained
-    split, chosen, captions, images = _to_visualize(
-        args, trained, "regions", "visualize draws region attention: the run uses grid features")
-    folder = os.path.join(args.output_dir, "attention")
-    os.makedirs(folder, exist_ok=True)
-    written = []
-    for record, caption, image in zip(chosen, captions, images):
-        features = feature_batch(split.store, [record.image_id], "regions")
-        words = caption.split() + ["<eos>"]
-        targets = vocab.encode(words[:-1]) + [1]
-        decoder_inputs = np.array([[0] + targets[:-1]], "int32")
-        if isinstance(model, CATTCaptioner):
-            weights = model.encdec_attention(features, decoder_inputs, layer=args.layer)
-            # [1, heads, T, R] -> [T, R], averaged over heads.
-            is_w, cs_w = (None if w is None else keras.ops.convert_to_numpy(w)[0].mean(0)
-                          for w in weights)
-            cs_kind = "regions"
+    model, vocab, _, _ = trained
+    words = caption.split() + ["<eos>"]
+    decoder_inputs = _decoder_inputs(vocab, words[:-1])
+    if isinstance(model, CATTCaptioner):
+        weights = model.encdec_attention(features, decoder_inputs, layer=args.layer)
+        # [1, heads, T, R] -> [T, R], averaged over heads.
+        is_w, cs_w = (None if w is None else keras.ops.convert_to_numpy(w)[0].mean(0)
+                      for w in weights)
+        cs_kind = "regions"
+    else:
+        is_w, cs_w = (None if w is None else keras.ops.convert_to_numpy(w)[0]
+                      for w in model.attention_weights(features, decoder_inputs))
+        cs_kind = "dictionary"
+    real = np.asarray(features["mask"][0], bool)
+    boxes = np.asarray(features["boxes"][0])[real]
+    rows = []
+    for t in _drawn_positions(words):
+        left = attention_maps.draw_region_weights(
+            image, boxes, is_w[t][real], title=[f'"{words[t]}": in-sample (regions)'])
+        if cs_w is None:
+            rows.append(left)
+        elif cs_kind == "regions":
+            rows.append(attention_maps.beside(left, attention_maps.draw_region_weights(
+                image, boxes, cs_w[t][real],
+                title=[f'"{words[t]}": cross-sample ([V_C]_E)'])))
         else:
-            is_w, cs_w = (None if w is None else keras.ops.convert_to_numpy(w)[0]
-                          for w in model.attention_weights(features, decoder_inputs))
-            cs_kind = "dictionary"
-        real = np.asarray(features["mask"][0], bool)
-        boxes = np.asarray(features["boxes"][0])[real]
-        rows = []
-        for t in _drawn_positions(words):
-            left = attention_maps.draw_region_weights(
-                image, boxes, is_w[t][real], title=[f'"{words[t]}": in-sample (regions)'])
-            if cs_w is None:
-                rows.append(left)
-            elif cs_kind == "regions":
-                rows.append(attention_maps.beside(left, attention_maps.draw_region_weights(
-                    image, boxes, cs_w[t][real],
-                    title=[f'"{words[t]}": cross-sample ([V_C]_E)'])))
-            else:
-                rows.append(attention_maps.beside(left, attention_maps.draw_dictionary_weights(
-                    {f'"{words[t]}": the visual dictionary': cs_w[t]}, left.height)))
-        picture = attention_maps.stacked(rows)
-        path = os.path.join(folder, f"{record.image_id}.png")
-        write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
-        written.append(path)
-        _cli.emit(f"{path}\t{caption}")
-    print(f"[visualize] {len(written)} images -> {folder}")
-    return written
+            rows.append(attention_maps.beside(left, attention_maps.draw_dictionary_weights(
+                {f'"{words[t]}": the visual dictionary': cs_w[t]}, left.height)))
+    return attention_maps.stacked(rows)

@@ -5,21 +5,15 @@ it. Status goes to stderr (`print`, which `recipes._cli.execute` points
 there), results to stdout (`_cli.emit`).
 
 Data parallelism (`train --distribute data_parallel`, docs/distributed.md):
-the global batch is the pipeline's token-bucketed batch, whose row count
-varies, while every replica (and process) needs an equal share. So each
-batch, training and dev, recorded or not, gets rows of padding up to a
-multiple of the replica count (`replica_rows`, `replica_batches`), and
-each process of a multi-process run feeds its block of it
-(`Replicas.local_rows`). Such rows change nothing: `PaddedCrossEntropy`
-divides the sum over real tokens by the number of real tokens (of all
-replicas, on TensorFlow) and `PaddedAccuracy` counts real tokens only, so
-the loss, its gradient and the accuracy of every step are those of one
-device (tests/recipes/test_distributed_ct.py). One figure differs: Keras
-averages the per-batch losses of an epoch (`val_loss`, and `loss` over
-several steps) weighted by their rows, padding rows included. Training
-reads the pipeline from its start whatever iterators Keras opens
-(`_replicas.restarting`), so a run on N devices reads the batches of one
-device.
+the token-bucketed batches vary in rows, while every replica (and
+process) needs an equal share: each batch, training and dev, recorded or
+not, gets all-padding rows up to a multiple of the replicas
+(`replica_rows`, `replica_batches`), which change no loss, gradient or
+accuracy (`PaddedCrossEntropy`, `PaddedAccuracy` count real tokens only);
+Keras' epoch averages of the loss, weighted by rows, differ a little.
+Each process feeds its block of every batch (`Replicas.local_rows`), and
+training reads the pipeline from its start whatever iterators Keras opens
+(`_replicas.restarting`): a run on N devices reads one device's batches.
 """
 
 import os
@@ -42,17 +36,12 @@ from keras_structattn.tasks.translation import tatoeba
 from keras_structattn.tasks.translation.translate import string_translator
 from keras_structattn.tasks.translation.translate import translate_sentences
 from keras_structattn.training import checkpoints as checkpoints_lib
-from keras_structattn.training import hparams as hparams_lib
-from keras_structattn.training.history import history_from_csv
-from keras_structattn.training.losses import PaddedAccuracy
-from keras_structattn.training.losses import PaddedCrossEntropy
-from keras_structattn.training.schedules import WarmupRsqrtDecay
-from models import registry
 from models.translation.lstm_seq2seq import LSTMSeq2Seq
 from models.translation.transformer import Transformer
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
+from recipes import _seq2seq
 from recipes._run import RunFolder
 from recipes._run import write_atomically
 from recipes._run import write_json
@@ -66,19 +55,11 @@ MODELS = {"transformer": Transformer, "lstm": LSTMSeq2Seq}
 # Applied to the default set only: the t2t defaults are for WMT-sized runs
 # (8000 warm-up steps, batches of 4096 tokens, sentences up to 256 tokens).
 DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=400,batch_size=2048,max_length=48"
-HPARAMS_FILE = "hparams.json"
 
 
 def run(args):
-    """Runs `args.command`; returns what it returns."""
-    return {
-        "train": train,
-        "evaluate": evaluate,
-        "decode": decode,
-        "average": average,
-        "export": export,
-        "record": record,
-    }[args.command](args)
+    """Runs `args.command` (the function of that name); returns what it returns."""
+    return globals()[args.command](args)
 
 
 # -------------------------------------------------------------------- data
@@ -127,42 +108,12 @@ def load_vocab(run, settings):
 # ------------------------------------------------------------------- model
 
 
-def _usage(function, *args):
-    """`function(*args)`, its ValueError (a bad set or override) as a usage error."""
-    try:
-        return function(*args)
-    except ValueError as error:
-        raise _cli.UsageError(str(error)) from None
-
-
-def resolve_settings(args, run):
-    """The settings of the run: the saved ones (checked against the flags
-    given), or for a new run the flags' values and the defaults."""
-    given = dict(model=args.model, hparams_set=args.hparams_set,
-                 vocab_type=args.vocab_type, vocab_size=args.vocab_size)
-    if args.command in TRAINING_COMMANDS:
-        given["seed"] = args.seed  # only training uses it
-    default_set = DEFAULT_LSTM_HPARAMS_SET if args.model == "lstm" else DEFAULT_HPARAMS_SET
-    return run.resolve_settings(given, dict(RUN_DEFAULTS, hparams_set=default_set, model=None))
-
-
-def resolve_hparams(args, run, settings):
-    """The hparams of the run: the saved ones (`--hparams` must agree with
-    them), or for a new run the set's with `--hparams` applied."""
-    if run.holds_run:
-        saved = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
-        run.check_hparams(saved, _usage(saved.parse, args.hparams))
-        return saved
-    name = settings["hparams_set"]
-    hparams = _usage(registry.get, name)
+def check_set(hparams, settings):
+    """A usage error unless a new run's set is a set of its --model."""
     if settings["model"] and hparams.model_type != settings["model"]:
         raise _cli.UsageError(
-            f"--model {settings['model']} does not match --hparams_set {name}, a "
-            f"{hparams.model_type} set"
-        )
-    if name == DEFAULT_HPARAMS_SET:
-        hparams = hparams.parse(DEFAULT_SET_OVERRIDES)
-    return _usage(hparams.parse, args.hparams)
+            f"--model {settings['model']} does not match --hparams_set "
+            f"{settings['hparams_set']}, a {hparams.model_type} set")
 
 
 def model_type(hparams):
@@ -185,35 +136,34 @@ def checkpoints(args):
 
 
 def resolve_run(args):
-    """The run folder, settings and hparams the command asks for; usage
-    errors (a flag that disagrees with the saved run, a bad set or
-    override) come out here, before any data is read.
+    """The run folder, settings and hparams the command asks for
+    (`_seq2seq.resolve_run`; a new run's hparams are the set's with
+    `--hparams` applied).
 
     Returns:
         `(run, settings, hparams)`.
     """
-    run = RunFolder(args.output_dir)
-    settings = resolve_settings(args, run)
-    hparams = resolve_hparams(args, run, settings)
+    default_set = DEFAULT_LSTM_HPARAMS_SET if args.model == "lstm" else DEFAULT_HPARAMS_SET
+    run, settings, hparams = _seq2seq.resolve_run(
+        args, dict(model=args.model, hparams_set=args.hparams_set,
+                   vocab_type=args.vocab_type, vocab_size=args.vocab_size),
+        dict(RUN_DEFAULTS, hparams_set=default_set, model=None), check_set, TRAINING_COMMANDS)
+    if hparams is None:
+        hparams = _seq2seq.new_hparams(args, settings, DEFAULT_HPARAMS_SET,
+                                       DEFAULT_SET_OVERRIDES)
     settings["model"] = model_type(hparams)
     return run, settings, hparams
 
 
 def prepare_run(args, run, settings, hparams, train_pairs, write=True):
-    """The vocabulary and built model of a training run.
-
-    A new run's files (`hparams.json`, the vocabulary, `run.json`) are
-    written only once its model has been built from them, so a command that
-    fails before that leaves no run behind.
+    """The vocabulary and built model of a training run (`_seq2seq.build_run`).
 
     Args:
         args: the flags.
         run, settings, hparams: from `resolve_run`.
         train_pairs: the training pairs (for a new run's vocabulary), or
             None where there are none (`train --recorded`).
-        write: commit a new run's files (False in the processes of a
-            multi-process run other than process 0, which builds the same
-            vocabulary from the same data and seed).
+        write: commit a new run's files (`_seq2seq.build_run`).
 
     Returns:
         `(vocab, model)`.
@@ -225,50 +175,19 @@ def prepare_run(args, run, settings, hparams, train_pairs, write=True):
         raise _cli.UsageError(f"no run in {args.output_dir}: run `record` first")
     else:
         vocab = train_vocab(settings, train_pairs)
-    print(f"[hparams] {settings['hparams_set']}: {hparams}")
-    keras.utils.set_random_seed(settings["seed"])
-    model = build_model(hparams, vocab, seed=settings["seed"])
-    if not run.holds_run and write:
-        run.commit(settings, {
-            HPARAMS_FILE: hparams.to_json() + "\n",
-            vocab_file(settings): vocab.save,
-        })
-        print(f"[run] new run in {args.output_dir}: {settings['vocab_type']} vocabulary "
-              f"of {vocab.vocab_size} ids")
+    model = _seq2seq.build_run(
+        args, run, settings, hparams, vocab, vocab_file(settings),
+        lambda seed: build_model(hparams, vocab, seed=seed),
+        f"{settings['vocab_type']} vocabulary of {vocab.vocab_size} ids", write)
     return vocab, model
 
 
-def choose_weights(args, run):
-    """The weights to decode with: `--weights`, else the averaged weights if
-    they average the newest checkpoint, else the best checkpoint of early
-    stopping, else the newest readable checkpoint."""
-    if args.weights:
-        return args.weights
-    try:
-        newest = checkpoints_lib.latest_checkpoint(checkpoint_dir(args))
-    except FileNotFoundError:
-        newest = None
-    averaged, note = run.averaged_weights(newest)
-    if note:
-        print(f"warning: {note}", file=sys.stderr)
-    if averaged:
-        return averaged
-    best = _engine.Phase().best_weights(args.output_dir)
-    if best:  # early stopping's best checkpoint
-        return best
-    if newest is None:
-        raise FileNotFoundError(f"No readable checkpoints in {checkpoint_dir(args)}")
-    return newest
-
-
 def load_trained(args):
-    """The run's model with its weights (`choose_weights`), vocabulary and hparams."""
+    """The run's model with its weights (`_seq2seq.choose_weights`),
+    vocabulary and hparams."""
     run, settings, hparams = resolve_run(args)
     vocab = load_vocab(run, settings)
-    model = build_model(hparams, vocab)
-    weights = choose_weights(args, run)
-    model.load_weights(weights)
-    print(f"[model] weights {weights}")
+    model = _seq2seq.load_weights(build_model(hparams, vocab), args, run)
     return model, vocab, hparams
 
 
@@ -429,15 +348,7 @@ class ReplicaRecording(keras.utils.PyDataset):
 
 def train(args):
     """Trains (or resumes) the run to `--train_steps` steps, then evaluates."""
-    # First: on TensorFlow the CPU can be split into devices only before any op.
-    replicas = _replicas.from_flags(args)
-    jit = _replicas.jit_for(replicas, {"auto": "auto", "on": True, "off": False}[args.jit])
-    if jit is False and keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        # Keras turns XLA off when op determinism is on; with XLA on, the
-        # seeds (initialisation, dropout, shuffling) make CPU runs repeat.
-        tf.config.experimental.enable_op_determinism()
+    replicas, jit = _seq2seq.replicas_and_jit(args)
     with replicas.scope():
         model, vocab, hparams = fit_run(args, replicas, jit)
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
@@ -445,15 +356,10 @@ def train(args):
         print(f"[train] {steps} steps; process {replicas.process_id} is done (process 0 "
               "writes the run's files)")
         return model
-    # Every epoch of the run, over all the commands that trained it.
-    history_path = os.path.join(args.output_dir, "history.csv")
-    write_json(os.path.join(args.output_dir, "train_summary.json"),
-               {"steps": steps, "history": _without_epoch(history_from_csv(history_path))})
-    if not args.no_eval and replicas.num_processes > 1:
-        # Decoding with the weights of all processes would need them all.
-        print(f"[eval] not after training on {replicas.num_processes} processes: run "
-              f"`evaluate --output_dir {args.output_dir}` (one process)")
-    elif not args.no_eval:
+    run = RunFolder(args.output_dir)
+    write_json(run.file("train_summary.json"),
+               {"steps": steps, "history": _seq2seq.history_of(run)})
+    if _seq2seq.evaluates_after_training(args, replicas):
         # The model in memory holds the weights of the checkpoint just
         # written (or restored), or the best one: evaluate it as it is.
         best = _engine.Phase().best_weights(args.output_dir) if args.early_stopping else None
@@ -474,23 +380,7 @@ def fit_run(args, replicas, jit):
         hparams, vocab, model = training.hparams, training.vocab, training.model
         validation, validation_steps = training.validation, training.validation_steps
 
-    schedule = WarmupRsqrtDecay(
-        hparams.learning_rate_constant,
-        _engine.warmup_steps(hparams.learning_rate_warmup_steps, args, args.train_steps),
-        hparams.hidden_size,
-    )
-    model.compile(
-        optimizer=keras.optimizers.Adam(
-            schedule,
-            beta_1=hparams.optimizer_adam_beta1,
-            beta_2=hparams.optimizer_adam_beta2,
-            epsilon=hparams.optimizer_adam_epsilon,
-        ),
-        loss=PaddedCrossEntropy(hparams.label_smoothing),
-        metrics=[PaddedAccuracy()],
-        jit_compile=jit,
-    )
-    print(f"[model] {model.count_params():,} parameters")
+    _seq2seq.compile_model(model, hparams, args, jit)
 
     # A killed run resumes from its newest readable checkpoint (weights,
     # optimizer state and dropout seeds, written atomically); `data(done)`
@@ -549,10 +439,6 @@ def dev_bleu(args, model, vocab, hparams):
         max_input_length=hparams.max_length, beam_size=1, alpha=args.alpha,
         extra_length=args.extra_length, batch_size=args.decode_batch_size).translations
     return corpus_bleu(hypotheses, references).score
-
-
-def _without_epoch(history):
-    return {name: values for name, values in history.items() if name != "epoch"}
 
 
 # --------------------------------------------------------------- decoding
@@ -616,14 +502,8 @@ def decode(args):
         lines = parallel_text.read_lines(args.input_file)
     else:
         lines = [line.rstrip("\n") for line in sys.stdin]
-    trained = load_trained(args)
-    outputs = translate(args, trained, lines)
-    if args.output_file:
-        write_atomically(args.output_file, "".join(f"{o}\n" for o in outputs))
-        print(f"[decode] {len(lines)} sentences -> {args.output_file}")
-    else:
-        for output in outputs:
-            _cli.emit(output)
+    outputs = translate(args, load_trained(args), lines)
+    _seq2seq.deliver(args, outputs, "sentences")
     return outputs
 
 
