@@ -331,6 +331,21 @@ def _check_distribution(args):
 # ---------------------------------------------------------------- running
 
 
+def usage(function, *args):
+    """`function(*args)`, its ValueError (a bad hparams set or override, say)
+    as a usage error."""
+    try:
+        return function(*args)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def check_distribute_for_train(args):
+    """`--distribute` is for `train`: every other command runs on one device."""
+    if args.command != "train" and args.distribute != "none":
+        raise UsageError(f"--distribute is for train; {args.command} runs on one device")
+
+
 RUN_FILE = "run.json"  # a run folder holds a run once this is in it (`recipes._run`)
 
 
@@ -590,8 +605,7 @@ def vl_check(recipe_check):
     `train`, then `recipe_check(args)`, then a trained run in --output_dir
     for the commands that need one (UsageError)."""
     def check(args):
-        if args.command != "train" and args.distribute != "none":
-            raise UsageError(f"--distribute is for train; {args.command} runs on one device")
+        check_distribute_for_train(args)
         recipe_check(args)
         if args.command in ("evaluate", "predict", "visualize"):
             require_run(args.output_dir, args.command)
@@ -692,9 +706,6 @@ def add_decoding_flags(parser, title, *, beam_size, alpha, decode_batch_size, we
 def check_seq2seq_args(args, run_commands):
     """The checks both recipes make: `--distribute` only for `train`, and
     a run in --output_dir for the `run_commands`."""
-    if args.command != "train" and args.distribute != "none":
-        raise UsageError(f"--distribute is for train; {args.command} runs on one device")
+    check_distribute_for_train(args)
     if args.command in run_commands:
-        from recipes._run import RunFolder
-
-        RunFolder(args.output_dir).require_run(args.command)
+        require_run(args.output_dir, args.command)

@@ -21,7 +21,9 @@ import os
 from recipes._cli import RUN_FILE
 from recipes._cli import UsageError
 from recipes._cli import require_run
+from recipes._cli import usage
 
+HPARAMS_FILE = "hparams.json"
 AVERAGED_WEIGHTS = "averaged.weights.h5"
 AVERAGED_LIST = "averaged.json"  # the checkpoints `averaged.weights.h5` averages
 
@@ -116,6 +118,30 @@ class RunFolder:
                 + ". Leave these flags out to use the run's, or use a new --output_dir"
             )
         return saved
+
+    def resolve_hparams(self, overrides, set_name, check_set=None):
+        """The run's hparams: the saved ones, which `--hparams` must agree
+        with; for a new run the set `set_name`'s, checked by
+        `check_set(hparams)` (raising `UsageError`), with `overrides`
+        checked but not yet applied.
+
+        Returns:
+            `(hparams, saved)`: `saved` is True for an existing run's.
+        """
+        # Here, not at the top: the flags' checks import this module and must
+        # stay light (no Keras).
+        from keras_structattn.training.hparams import HParams
+        from models import registry
+
+        if self.holds_run:
+            saved = HParams.load(self.file(HPARAMS_FILE))
+            self.check_hparams(saved, usage(saved.parse, overrides))
+            return saved, True
+        hparams = usage(registry.get, set_name)
+        if check_set is not None:
+            check_set(hparams)
+        usage(hparams.parse, overrides)
+        return hparams, False
 
     def check_hparams(self, saved, wanted):
         """Raises `UsageError` if `--hparams` asks for other values than the run's.

@@ -21,7 +21,6 @@ import sys
 import keras
 
 from keras_structattn.training import checkpoints as checkpoints_lib
-from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.history import history_from_csv
 from keras_structattn.training.losses import PaddedAccuracy
 from keras_structattn.training.losses import PaddedCrossEntropy
@@ -30,14 +29,13 @@ from models import registry
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
+from recipes import _run
 from recipes._run import RunFolder
 from recipes._run import write_atomically
 from recipes._run import write_json
 from recipes._vl import evaluates_after_training  # noqa: F401  (the recipes' `train`)
 from recipes._vl import jit_flag
-from recipes._vl import usage
 
-HPARAMS_FILE = "hparams.json"
 ONE_PHASE = (_engine.Phase(),)  # the training phases of a run trained in one
 
 
@@ -68,14 +66,9 @@ def resolve_run(args, given, defaults, check_set, training_commands=("train",)):
     if args.command in training_commands:
         given = dict(given, seed=args.seed)
     settings = run.resolve_settings(given, defaults)
-    if run.holds_run:
-        saved = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
-        run.check_hparams(saved, usage(saved.parse, args.hparams))
-        return run, settings, saved
-    hparams = usage(registry.get, settings["hparams_set"])
-    check_set(hparams, settings)
-    usage(hparams.parse, args.hparams)
-    return run, settings, None
+    hparams, saved = run.resolve_hparams(args.hparams, settings["hparams_set"],
+                                         lambda hparams: check_set(hparams, settings))
+    return run, settings, hparams if saved else None
 
 
 def new_hparams(args, settings, default_set, overrides, fitted=""):
@@ -85,7 +78,7 @@ def new_hparams(args, settings, default_set, overrides, fitted=""):
     hparams = registry.get(settings["hparams_set"])
     if settings["hparams_set"] == default_set:
         hparams = hparams.parse(overrides)
-    return usage(hparams.parse(fitted).parse, args.hparams)
+    return _cli.usage(hparams.parse(fitted).parse, args.hparams)
 
 
 def build_run(args, run, settings, hparams, vocab, vocab_file, build, described,
@@ -109,7 +102,7 @@ def build_run(args, run, settings, hparams, vocab, vocab_file, build, described,
     keras.utils.set_random_seed(settings["seed"])
     model = build(settings["seed"])
     if not run.holds_run and write:
-        run.commit(settings, {HPARAMS_FILE: hparams.to_json() + "\n", vocab_file: vocab.save})
+        run.commit(settings, {_run.HPARAMS_FILE: hparams.to_json() + "\n", vocab_file: vocab.save})
         print(f"[run] new run in {args.output_dir}: {described}")
     return model
 

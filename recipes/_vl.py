@@ -14,27 +14,17 @@ import keras
 import numpy as np
 
 from keras_structattn.data import image_features
-from keras_structattn.training import hparams as hparams_lib
 from keras_structattn.training.history import history_from_csv
-from models import registry
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
+from recipes import _run
 from recipes._run import RunFolder
 from recipes._run import write_json
 
 CHECKPOINTS = "checkpoints"
-HPARAMS_FILE = "hparams.json"
 VALIDATION_LIMIT = 2000  # validation items per epoch (the first ones, in order)
 JIT = {"auto": "auto", "on": True, "off": False}
-
-
-def usage(function, *args):
-    """`function(*args)`, its ValueError (a bad set or override) as a usage error."""
-    try:
-        return function(*args)
-    except ValueError as error:
-        raise _cli.UsageError(str(error)) from None
 
 
 def replicas_of(args):
@@ -64,7 +54,7 @@ def global_batch_size(args, hparams, replicas):
     if args.batch_size:
         _replicas.check_batch(replicas, args.batch_size)
         return args.batch_size
-    batch_size = usage(hparams.parse, args.hparams).batch_size
+    batch_size = _cli.usage(hparams.parse, args.hparams).batch_size
     _replicas.check_batch(replicas, batch_size, "hparams batch_size (--batch_size to change it)")
     return batch_size
 
@@ -429,19 +419,17 @@ class Task:
         if args.command == "train":
             given["seed"] = args.seed
         settings = run.resolve_settings(given, self.RUN_DEFAULTS)
-        if run.holds_run:
-            hparams = hparams_lib.HParams.load(run.file(HPARAMS_FILE))
-            run.check_hparams(hparams, usage(hparams.parse, args.hparams))
-        else:
-            if settings.get("hparams_set") is None:
-                sets = self.PAPER_SETS if self.data_given else self.WORLD_SETS
-                settings["hparams_set"] = sets[settings.get("model")]
-            hparams = usage(registry.get, settings["hparams_set"])
+        if not run.holds_run and settings.get("hparams_set") is None:
+            sets = self.PAPER_SETS if self.data_given else self.WORLD_SETS
+            settings["hparams_set"] = sets[settings.get("model")]
+
+        def check_set(hparams):
             if hparams.model_type != self.MODEL_TYPE:
                 raise _cli.UsageError(
                     f"--hparams_set {settings['hparams_set']} is a {hparams.model_type} set; "
                     f"this recipe takes a {self.MODEL_TYPE} set")
-            usage(hparams.parse, args.hparams)
+
+        hparams, _ = run.resolve_hparams(args.hparams, settings["hparams_set"], check_set)
         if "model" in settings:
             model = settings["model"]
             if hparams.architecture != self.ARCHITECTURES.get(model, model):
@@ -471,7 +459,7 @@ class Task:
         keras.utils.set_random_seed(settings["seed"])
         model = self.build_model(hparams, vocabs, word_vectors, settings["seed"])
         if not resuming and write:
-            run.commit(settings, {HPARAMS_FILE: hparams.to_json() + "\n",
+            run.commit(settings, {_run.HPARAMS_FILE: hparams.to_json() + "\n",
                                   **{self.VOCAB_FILES[k][0]: v.save for k, v in vocabs.items()}})
             print(f"[run] new run in {self.args.output_dir}: "
                   f"{self.describe_vocabs(vocabs, settings)}")
@@ -778,7 +766,7 @@ class RegionTask(Task):
         if self.args.word_vectors:
             word_vectors = read_word_vectors(self.args.word_vectors, vocabs["words"])
             fitted.append(f"word_dim={word_vectors.shape[1]}")
-        hparams = usage(hparams.parse(",".join(fitted)).parse, self.args.hparams)
+        hparams = _cli.usage(hparams.parse(",".join(fitted)).parse, self.args.hparams)
         decay_epochs(hparams)  # checked before the run is written
         return hparams.parse(f"feature_dim={int(store.feature_dim)}"), word_vectors
 

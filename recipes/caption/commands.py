@@ -265,7 +265,7 @@ def prepare_run(args, run, settings, hparams, train_split, replicas=None):
         settings["feature_shape"] = feature_shape_of(train_split.store)
         hparams = new_hparams(args, settings, settings["feature_shape"])
         tokens = [t for r in train_split.records for t in r.tokens]
-        vocab = _seq2seq.usage(
+        vocab = _cli.usage(
             lambda: WordVocab.build(tokens, min_count=settings["min_word_count"]))
     if replicas is not None:
         check_batches(args, replicas, hparams, train_split)

@@ -136,7 +136,7 @@ class TextVQATask(_vl.Task):
                   f"ocr_feature_dim={fasttext_dim + PHOC_DIM + ocr.shape[1]}",
                   f"max_objects={min(hparams.max_objects, max(1, most))}",
                   f"max_question_length={min(hparams.max_question_length, max(1, longest))}"]
-        return _vl.usage(hparams.parse(",".join(fitted)).parse, self.args.hparams), None
+        return _cli.usage(hparams.parse(",".join(fitted)).parse, self.args.hparams), None
 
     def new_model(self, hparams, vocabs, word_vectors, seed):
         return m4c_models.M4C.from_hparams(hparams, vocabs["words"].vocab_size,
