@@ -67,6 +67,56 @@ def jit_for(replicas, jit):
     return jit
 
 
+JIT = {"auto": "auto", "on": True, "off": False}
+
+
+
+
+def replicas_of(args):
+    """The `Replicas` the training command runs on (`--distribute`,
+    `--devices`, the multi-process flags): the first thing `train` does,
+    before any TensorFlow op (a CPU is split into logical devices only
+    before that). `--jit on` with TensorFlow's MirroredStrategy is refused
+    here, before any data is read.
+
+    Raises:
+        UsageError: the setting cannot run here.
+    """
+    replicas = from_flags(args)
+    jit_for(replicas, JIT[args.jit])
+    return replicas
+
+
+def jit_flag(args, replicas=None):
+    """--jit as `jit_compile` under `replicas` (TensorFlow's MirroredStrategy
+    runs no XLA-compiled step: `auto` is off there); without XLA on
+    TensorFlow, op determinism on, so that a resumed run equals a straight
+    one."""
+    jit = JIT[args.jit]
+    if replicas is not None:
+        jit = jit_for(replicas, jit)
+    if jit is False and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
+    return jit
+
+
+def evaluates_after_training(args, replicas):
+    """Whether `train` goes on to evaluate the model it holds: not with
+    --no_eval, nor after multi-process training (prediction there would
+    need every process's part of every batch; `evaluate` on the run folder,
+    one process, scores the checkpoint instead)."""
+    if args.no_eval:
+        return False
+    if replicas.num_processes > 1:
+        if replicas.is_chief:
+            print(f"[eval] not after training on {replicas.num_processes} processes: run "
+                  f"`evaluate --output_dir {args.output_dir}` (one process)")
+        return False
+    return True
+
+
 def restarting(make, *, rebatch=False):
     """A `tf.data.Dataset` of which every iterator reads a new `make()`
     from its start.

@@ -33,8 +33,6 @@ from recipes import _run
 from recipes._run import RunFolder
 from recipes._run import write_atomically
 from recipes._run import write_json
-from recipes._vl import evaluates_after_training  # noqa: F401  (the recipes' `train`)
-from recipes._vl import jit_flag
 
 ONE_PHASE = (_engine.Phase(),)  # the training phases of a run trained in one
 
@@ -152,11 +150,11 @@ def load_weights(model, args, run, phases=ONE_PHASE):
 
 def replicas_and_jit(args):
     """The `Replicas` of the distribution flags and `jit_compile` of
-    `--jit` (`recipes._vl.jit_flag`, which turns op determinism on without
+    `--jit` (`recipes._replicas.jit_flag`, which turns op determinism on without
     XLA): the first thing `train` does (on TensorFlow the CPU can be split
     into devices only before any op)."""
     replicas = _replicas.from_flags(args)
-    return replicas, jit_flag(args, replicas)
+    return replicas, _replicas.jit_flag(args, replicas)
 
 
 def compile_model(model, hparams, args, jit):

@@ -24,24 +24,6 @@ from recipes._run import write_json
 
 CHECKPOINTS = "checkpoints"
 VALIDATION_LIMIT = 2000  # validation items per epoch (the first ones, in order)
-JIT = {"auto": "auto", "on": True, "off": False}
-
-
-def replicas_of(args):
-    """The `Replicas` the training command runs on (`--distribute`,
-    `--devices`, the multi-process flags): the first thing `train` does,
-    before any TensorFlow op (a CPU is split into logical devices only
-    before that). `--jit on` with TensorFlow's MirroredStrategy is refused
-    here, before any data is read.
-
-    Raises:
-        UsageError: the setting cannot run here.
-    """
-    replicas = _replicas.from_flags(args)
-    _replicas.jit_for(replicas, JIT[args.jit])
-    return replicas
-
-
 def global_batch_size(args, hparams, replicas):
     """The global batch: --batch_size, else the hparams' (with --hparams
     applied), checked to split evenly over the replicas before the run's
@@ -267,24 +249,9 @@ def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args
                             decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate),
             beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
             epsilon=hparams.optimizer_adam_epsilon),
-        jit_compile=jit_flag(args, replicas),
+        jit_compile=_replicas.jit_flag(args, replicas),
         **compile_args,
     )
-
-
-def jit_flag(args, replicas=None):
-    """--jit as `jit_compile` under `replicas` (TensorFlow's MirroredStrategy
-    runs no XLA-compiled step: `auto` is off there); without XLA on
-    TensorFlow, op determinism on, so that a resumed run equals a straight
-    one."""
-    jit = JIT[args.jit]
-    if replicas is not None:
-        jit = _replicas.jit_for(replicas, jit)
-    if jit is False and keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.experimental.enable_op_determinism()
-    return jit
 
 
 # ------------------------------------------------------- the task skeleton
@@ -536,7 +503,7 @@ class Task:
         """Trains to --epochs (resuming from the newest checkpoint) on the
         --distribute replicas, then evaluates on --split."""
         args = self.args
-        replicas = replicas_of(args)  # first: before any TensorFlow op
+        replicas = _replicas.replicas_of(args)  # first: before any TensorFlow op
         run, settings, hparams = self.resolve_run()
         resuming = run.holds_run
         batch_size = global_batch_size(args, hparams, replicas)
@@ -576,15 +543,7 @@ class Task:
             write_json(run.file("train_summary.json"),
                        {k: v for k, v in history_from_csv(run.file("history.csv")).items()
                         if k != "epoch"})
-        if args.no_eval:
-            return model
-        if replicas.num_processes > 1:
-            # Prediction there would need every process's part of every
-            # batch: `evaluate` on the run folder, one process, scores the
-            # checkpoint instead.
-            if replicas.is_chief:
-                print(f"[eval] not after training on {replicas.num_processes} processes: run "
-                      f"`evaluate --output_dir {args.output_dir}` (one process)")
+        if not _replicas.evaluates_after_training(args, replicas):
             return model
         if replicas.strategy is None:
             print("[model] the trained model in memory")

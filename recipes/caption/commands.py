@@ -388,7 +388,7 @@ def train(args):
         name: _seq2seq.history_of(run, name)
         for name in ("history.csv", "scst_history.csv") if os.path.exists(run.file(name))
     })
-    if _seq2seq.evaluates_after_training(args, replicas):
+    if _replicas.evaluates_after_training(args, replicas):
         print("[model] the trained model in memory")
         evaluate(args, trained=trained, splits=splits, before=before if args.scst_steps else None)
     return model

@@ -21,6 +21,7 @@ from keras_structattn.tasks.textvqa.phoc import phoc
 from keras_structattn.tasks.vqa.vqa import question_batch
 from models.textvqa import m4c as m4c_models
 from recipes import _cli
+from recipes import _replicas
 from recipes import _vl
 from recipes import _world
 from recipes import textvqa
@@ -397,7 +398,7 @@ class Encoded:
 def compile_model(model, hparams, args, per_epoch, replicas=None):
     """Adam under M4C's warm-up and step decay, gradients clipped to the
     global norm `clip_norm` (mmf's `max_grad_l2_norm`), --jit under
-    `replicas` (`_vl.jit_flag`). The warm-up and decay steps are fractions
+    `replicas` (`_replicas.jit_flag`). The warm-up and decay steps are fractions
     of the run's budget (`_vl.schedule_steps`)."""
     from keras_structattn.training.schedules import LinearWarmupMultiStepDecay
 
@@ -412,7 +413,7 @@ def compile_model(model, hparams, args, per_epoch, replicas=None):
                                        hparams.decay_rate),
             beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
             epsilon=hparams.optimizer_adam_epsilon, global_clipnorm=hparams.clip_norm),
-        jit_compile=_vl.jit_flag(args, replicas))
+        jit_compile=_replicas.jit_flag(args, replicas))
 
 
 # ------------------------------------------------------------------ scores

@@ -359,7 +359,7 @@ def train(args):
     run = RunFolder(args.output_dir)
     write_json(run.file("train_summary.json"),
                {"steps": steps, "history": _seq2seq.history_of(run)})
-    if _seq2seq.evaluates_after_training(args, replicas):
+    if _replicas.evaluates_after_training(args, replicas):
         # The model in memory holds the weights of the checkpoint just
         # written (or restored), or the best one: evaluate it as it is.
         best = _engine.Phase().best_weights(args.output_dir) if args.early_stopping else None
