@@ -18,6 +18,23 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def seed_run(recipe, args, name, seed, flags=()):
+    """The folder and `train` command of one seed of a comparison: run
+    `name` (its model `flags`) with `--seed seed` on the shared world
+    (`args.world_seed`), `--epochs args.epochs` if set, quietly.
+
+    Returns:
+        `(out, command)`: the run folder under `args.output_dir` and the
+        arguments after `python -m`.
+    """
+    out = os.path.join(args.output_dir, f"{name}_seed{seed}")
+    command = [f"recipes.{recipe}", "train", "--output_dir", out, *flags, "--seed", str(seed),
+               "--world_seed", str(args.world_seed), "--verbose", "0"]
+    if getattr(args, "epochs", None):
+        command += ["--epochs", str(args.epochs)]
+    return out, command
+
+
 def train_run(out, done, world, command, **run_kwargs):
     """Runs one recipe's `command` (its output folder `out`) unless the file
     `done` exists.

@@ -21,6 +21,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks._seeds import print_preamble
+from benchmarks._seeds import seed_run
 from benchmarks._seeds import summary
 from benchmarks._seeds import train_run
 
@@ -52,12 +53,8 @@ def parse_table(stdout):
 
 def run_one(args, name, seed, world):
     """Trains and evaluates one run; returns `(table, seconds)`."""
-    out = os.path.join(args.output_dir, f"{name}_seed{seed}")
+    out, command = seed_run("textvqa", args, name, seed, MODELS[name])
     table_path = os.path.join(out, "result_table.txt")
-    command = ["recipes.textvqa", "train", "--output_dir", out, *MODELS[name],
-               "--seed", str(seed), "--world_seed", str(args.world_seed), "--verbose", "0"]
-    if args.epochs:
-        command += ["--epochs", str(args.epochs)]
     # The recipe prints the table; the benchmark keeps it as the run's result.
     result, seconds = train_run(out, table_path, world, command, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)

@@ -19,6 +19,7 @@ import os
 import subprocess
 
 from benchmarks._seeds import print_preamble
+from benchmarks._seeds import seed_run
 from benchmarks._seeds import summary
 from benchmarks._seeds import train_run
 
@@ -34,12 +35,8 @@ TYPES = ("count", "color", "shape", "exist", "relation")
 
 def run_one(args, name, seed, world):
     """Trains and evaluates one run; returns `(scores, baseline scores, seconds)`."""
-    out = os.path.join(args.output_dir, f"{name}_seed{seed}")
+    out, command = seed_run("vqa", args, name, seed, MODELS[name])
     scores_path = os.path.join(out, "test_scores.json")
-    command = ["recipes.vqa", "train", "--output_dir", out, *MODELS[name],
-               "--seed", str(seed), "--world_seed", str(args.world_seed), "--verbose", "0"]
-    if args.epochs:
-        command += ["--epochs", str(args.epochs)]
     _, seconds = train_run(out, scores_path, world, command, stdout=subprocess.DEVNULL)
     with open(scores_path, encoding="utf-8") as f:
         scores = json.load(f)

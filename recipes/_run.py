@@ -20,6 +20,7 @@ import os
 
 from recipes._cli import RUN_FILE
 from recipes._cli import UsageError
+from recipes._cli import emit
 from recipes._cli import require_run
 from recipes._cli import usage
 
@@ -55,6 +56,29 @@ def write_atomically(path, content):
 def write_json(path, value):
     """`write_atomically` of `value` as indented JSON."""
     write_atomically(path, json.dumps(value, indent=2) + "\n")
+
+
+def save_pictures(folder, pictures, items):
+    """Writes `visualize`'s PNGs, each whole or absent, and names each on
+    stdout with its text.
+
+    Args:
+        folder: the pictures' folder (made if needed).
+        pictures: `(name, PIL image, text)` triples; `<name>.png` each.
+        items: what the pictures show, plural (the status line).
+
+    Returns:
+        The paths written.
+    """
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for name, picture, text in pictures:
+        path = os.path.join(folder, f"{name}.png")
+        write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
+        written.append(path)
+        emit(f"{path}\t{text}")
+    print(f"[visualize] {len(written)} {items} -> {folder}")
+    return written
 
 
 class RunFolder:

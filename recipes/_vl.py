@@ -652,7 +652,6 @@ class Task:
         DIR/<PICTURES>; one `path<TAB>text` line each on stdout."""
         from keras_structattn.tasks import attention_maps
         from recipes import _world
-        from recipes._run import write_atomically
 
         args = self.args
         trained = self.load_trained()
@@ -666,19 +665,16 @@ class Task:
             raise _cli.UsageError("visualize needs --images, the folder of the split's images")
         else:
             images = self.real_images(chosen.records)
-        folder = os.path.join(args.output_dir, self.PICTURES)
-        os.makedirs(folder, exist_ok=True)
         encoded = self.encode(chosen, trained)
-        written = []
-        for k, (prediction, image) in enumerate(zip(predicted, images)):
-            picture, name, text = self.draw(trained, encoded, k, prediction, image,
-                                            attention_maps)
-            path = os.path.join(folder, f"{name}.png")
-            write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
-            written.append(path)
-            _cli.emit(f"{path}\t{text}")
-        print(f"[visualize] {len(written)} {self.ITEMS} -> {folder}")
-        return written
+
+        def pictures():
+            for k, (prediction, image) in enumerate(zip(predicted, images)):
+                picture, name, text = self.draw(trained, encoded, k, prediction, image,
+                                                attention_maps)
+                yield name, picture, text
+
+        return _run.save_pictures(os.path.join(args.output_dir, self.PICTURES), pictures(),
+                                  self.ITEMS)
 
 
 class RegionEncoded:

@@ -45,9 +45,9 @@ from models.captioning.updown import UpDownCaptioner
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
+from recipes import _run
 from recipes import _seq2seq
 from recipes import _vl
-from recipes._run import write_atomically
 from recipes._run import write_json
 from recipes.caption import MODELS
 from recipes.caption import RUN_DEFAULTS
@@ -736,18 +736,12 @@ def visualize(args):
     chosen = split.records[: args.num_images]
     captions = caption_images(trained, split.store, [r.image_id for r in chosen], args)
     draw = draw_areas if kind == "grid" else draw_streams
-    folder = os.path.join(args.output_dir, "attention")
-    os.makedirs(folder, exist_ok=True)
-    written = []
-    for record, caption, image in zip(chosen, captions, world_lib.images_of(args, split, chosen)):
-        features = feature_batch(split.store, [record.image_id], kind)
-        picture = draw(args, trained, features, caption, image)
-        path = os.path.join(folder, f"{record.image_id}.png")
-        write_atomically(path, lambda partial, p=picture: p.save(partial, format="PNG"))
-        written.append(path)
-        _cli.emit(f"{path}\t{caption}")
-    print(f"[visualize] {len(written)} images -> {folder}")
-    return written
+    pictures = ((record.image_id, draw(args, trained,
+                                       feature_batch(split.store, [record.image_id], kind),
+                                       caption, image), caption)
+                for record, caption, image in zip(chosen, captions,
+                                                  world_lib.images_of(args, split, chosen)))
+    return _run.save_pictures(os.path.join(args.output_dir, "attention"), pictures, "images")
 
 
 def _decoder_inputs(vocab, words):
