@@ -18,6 +18,30 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def parse_comparison(doc, models, name, jobs=False):
+    """The flags every seed comparison takes: `--seeds`, `--models` (of
+    `models`), `--epochs`, `--world_seed`, `--output_dir` (runs/<name>), and
+    `--jobs` with `jobs`; prints the preamble.
+
+    Returns:
+        `(args, seeds, names)`: the flags, the seeds and the model names.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--models", default=",".join(models))
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="default: the recipe's (the hparams set's epochs)")
+    parser.add_argument("--world_seed", type=int, default=1)
+    if jobs:
+        parser.add_argument("--jobs", type=int, default=1, help="runs at a time")
+    parser.add_argument("--output_dir", default=os.path.join("runs", name))
+    args = parser.parse_args()
+    print_preamble(name)
+    return args, [int(s) for s in args.seeds.split(",")], args.models.split(",")
+
+
 def seed_run(recipe, args, name, seed, flags=()):
     """The folder and `train` command of one seed of a comparison: run
     `name` (its model `flags`) with `--seed seed` on the shared world

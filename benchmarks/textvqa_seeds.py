@@ -15,12 +15,11 @@ Usage:
         [--output_dir runs/textvqa_seeds] [--epochs N] [--jobs 1]
 """
 
-import argparse
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
-from benchmarks._seeds import print_preamble
+from benchmarks._seeds import parse_comparison
 from benchmarks._seeds import seed_run
 from benchmarks._seeds import summary
 from benchmarks._seeds import train_run
@@ -66,18 +65,7 @@ def run_one(args, name, seed, world):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="default: the recipe's (the hparams set's epochs)")
-    parser.add_argument("--world_seed", type=int, default=1)
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time")
-    parser.add_argument("--output_dir", default=os.path.join("runs", "textvqa_seeds"))
-    args = parser.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
-    names = args.models.split(",")
-    print_preamble("textvqa_seeds")
+    args, seeds, names = parse_comparison(__doc__, MODELS, "textvqa_seeds", jobs=True)
     print("# recipe: python -m recipes.textvqa train --model M [--graph random] --seed S "
           "(Shapes world 1500/150/400 images, the recipe's defaults)", flush=True)
     # The first run generates the world; the others copy it.

@@ -13,12 +13,11 @@ Usage:
         [--output_dir runs/vqa_seeds] [--epochs N]
 """
 
-import argparse
 import json
 import os
 import subprocess
 
-from benchmarks._seeds import print_preamble
+from benchmarks._seeds import parse_comparison
 from benchmarks._seeds import seed_run
 from benchmarks._seeds import summary
 from benchmarks._seeds import train_run
@@ -46,17 +45,7 @@ def run_one(args, name, seed, world):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="default: the recipe's (the hparams set's epochs)")
-    parser.add_argument("--world_seed", type=int, default=1)
-    parser.add_argument("--output_dir", default=os.path.join("runs", "vqa_seeds"))
-    args = parser.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
-    names = args.models.split(",")
-    print_preamble("vqa_seeds")
+    args, seeds, names = parse_comparison(__doc__, MODELS, "vqa_seeds")
     print("# recipe: python -m recipes.vqa train --model M --seed S (Shapes world "
           "2000/200/500 images, the recipe's defaults)", flush=True)
     world = None
