@@ -427,6 +427,24 @@ class PostNormSublayers(keras.layers.Layer):
     the numbering (and so every seeded weight) is the block's own.
     """
 
+    def get_config(self):
+        """The shared attributes (and `num_heads`, `attention_dropout`);
+        a subclass adds its own."""
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            filter_size=self.filter_size,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            layer_norm=self.layer_norm,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            seed=self.seed,
+        )
+        return config
+
     def _residual(self, seed_index, name):
         """The post-norm `Residual` numbered `seed_index` by `sub_seed`."""
         return Residual(

@@ -140,20 +140,7 @@ class _MCANBlock(PostNormSublayers):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            hidden_size=self.hidden_size,
-            num_heads=self.num_heads,
-            filter_size=self.filter_size,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            positional=self.positional,
-            fusion=self.fusion,
-            layer_norm=self.layer_norm,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            bias_initializer=keras.initializers.serialize(self.bias_initializer),
-            seed=self.seed,
-        )
+        config.update(positional=self.positional, fusion=self.fusion)
         return config
 
 

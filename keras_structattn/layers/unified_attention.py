@@ -397,23 +397,13 @@ class UnifiedAttentionBlock(PostNormSublayers):
     def get_config(self):
         config = super().get_config()
         config.update(
-            hidden_size=self.hidden_size,
-            num_heads=self.num_heads,
-            filter_size=self.filter_size,
             multimodal_input=self.multimodal_input,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
             gate_dim=self.attention.gate_dim,
             gate_per_head=self.attention.gate_per_head,
             share_gate_weights_across_heads=self.attention.share_gate_weights_across_heads,
             qk_gate=self.attention.qk_gate,
             mask_quadrants=self.mask_quadrants,
-            layer_norm=self.layer_norm,
-            layer_norm_epsilon=self.layer_norm_epsilon,
             modality_norm=self.modality_norm,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            bias_initializer=keras.initializers.serialize(self.bias_initializer),
-            seed=self.seed,
         )
         return config
 
