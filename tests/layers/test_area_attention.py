@@ -31,6 +31,7 @@ from keras import ops
 
 from keras_structattn.layers import MultiHeadAreaAttention
 from keras_structattn.ops import attend_areas
+from tests.layers.mha_cases import REFUSED_MHA_ARGUMENTS
 
 PLAIN_KEY_MODES = ("mean", "max", "sample")
 MLP_KEY_MODES = ("concat", "max_concat", "sum", "sample_concat", "sample_sum")
@@ -1418,8 +1419,7 @@ BAD_CONSTRUCTOR_ARGS = [
     (dict(area_temperature=-1.0), "area_temperature"),
     (dict(top_k_areas=-1), "top_k_areas"),
     (dict(attention_axes=(2,)), "attention_axes"),
-    (dict(attention_axes=(1, 2)), "attention_axes"),
-    (dict(flash_attention=True), "flash_attention"),
+    *REFUSED_MHA_ARGUMENTS,
 ]
 
 

@@ -25,6 +25,7 @@ from keras_structattn.layers.global_dictionary import GlobalDictionary
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.layers.top_down_attention import TopDownAttention
 from tests._backend import gradients
+from tests.layers.mha_cases import REFUSED_MHA_ARGUMENTS
 from tests.layers.weights import randomize
 from tests.layers.weights import to_np
 from tests.layers.weights import weights_by_name
@@ -511,8 +512,7 @@ def test_dropout_is_seeded_and_only_in_training():
         (dict(dictionary_size=0), "dictionary_size"),
         (dict(fusion="sum"), "fusion"),
         (dict(share_weights="yes"), "share_weights"),
-        (dict(attention_axes=(1, 2)), "attention_axes"),
-        (dict(flash_attention=True), "flash_attention"),
+        *REFUSED_MHA_ARGUMENTS,
         (dict(use_gate=True, share_weights=False), "use_gate"),
         (dict(output_shape=(2, 3), fusion="concat_dense"), "output_shape"),
     ],

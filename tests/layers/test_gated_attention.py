@@ -26,6 +26,7 @@ from keras import ops
 from keras_structattn.layers._masking import get_keras_mask
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
 from tests._backend import gradients
+from tests.layers.mha_cases import REFUSED_MHA_ARGUMENTS
 from tests.layers.weights import randomize
 from tests.layers.weights import to_np
 from tests.layers.weights import weights_by_last_names as weights_by_name
@@ -460,8 +461,7 @@ def test_dropout_is_seeded_and_only_in_training():
         (dict(share_gate_weights_across_heads=None), "share_gate_weights_across_heads"),
         (dict(gate_per_head=False, share_gate_weights_across_heads=False),
          "share_gate_weights_across_heads"),
-        (dict(attention_axes=(1, 2)), "attention_axes"),
-        (dict(flash_attention=True), "flash_attention"),
+        *REFUSED_MHA_ARGUMENTS,
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):

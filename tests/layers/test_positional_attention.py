@@ -27,6 +27,7 @@ from keras_structattn.layers._masking import get_keras_mask
 from keras_structattn.layers.positional_attention import POA_VARIANTS
 from tests._backend import gradients
 from tests._backend import jit
+from tests.layers.mha_cases import REFUSED_MHA_ARGUMENTS
 from tests.layers.weights import randomize
 from tests.layers.weights import to_np
 from tests.layers.weights import weights_by_last_names as weights_by_name
@@ -570,8 +571,7 @@ def test_dropout_is_seeded_and_only_in_training():
         (dict(size_ratio="ratio"), "size_ratio"),
         (dict(box_size_offset=-1.0), "size_offset"),
         (dict(geometry_clip=0.0), "clip"),
-        (dict(attention_axes=(1, 2)), "attention_axes"),
-        (dict(flash_attention=True), "flash_attention"),
+        *REFUSED_MHA_ARGUMENTS,
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):
