@@ -15,6 +15,8 @@ Conventions:
   row-major order (inner). A shape larger than the grid contributes nothing.
 """
 
+import math
+
 import numpy as np
 
 STD_EPSILON = 1e-6
@@ -238,6 +240,17 @@ def area_attention_reference(
                 for a in range(num):
                     out[b, n, i] += row[a] * area_v[b, n, a]
     return out, weights
+
+
+def softmax_row(logits, allowed):
+    """One query row's attention weights by loops: the softmax of `logits`
+    over the `allowed` keys, 0 elsewhere (all 0 when no key is allowed)."""
+    if not any(allowed):
+        return [0.0] * len(logits)
+    top = max(logit for logit, ok in zip(logits, allowed) if ok)
+    exps = [math.exp(logit - top) if ok else 0.0 for logit, ok in zip(logits, allowed)]
+    total = sum(exps)
+    return [e / total for e in exps]
 
 
 def plain_attention_reference(q, k, v, mask=None):

@@ -29,6 +29,7 @@ from tests.layers.mha_cases import REFUSED_MHA_ARGUMENTS
 from tests.layers.weights import randomize
 from tests.layers.weights import to_np
 from tests.layers.weights import weights_by_name
+from tests.reference import softmax_row
 
 DIM, HEADS, KEY_DIM, SIZE = 8, 2, 4, 5
 
@@ -59,10 +60,8 @@ def attend_reference(w, prefix, query, memory, mask=None):
                     continue
                 logits = [float(np.dot(q[b, i, h], k[b, j, h])) / math.sqrt(key_dim)
                           for j in range(S)]
-                top = max(logit for logit, ok in zip(logits, allowed) if ok)
-                exps = [math.exp(logit - top) if ok else 0.0 for logit, ok in zip(logits, allowed)]
+                weights[b, h, i] = softmax_row(logits, allowed)
                 for j in range(S):
-                    weights[b, h, i, j] = exps[j] / sum(exps)
                     context[b, i, h] += weights[b, h, i, j] * v[b, j, h]
     out = np.einsum("btnk,nkd->btd", context, w[prefix + "attention_output/kernel"])
     return out + w[prefix + "attention_output/bias"], weights

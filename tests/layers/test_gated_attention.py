@@ -30,6 +30,7 @@ from tests.layers.mha_cases import REFUSED_MHA_ARGUMENTS
 from tests.layers.weights import randomize
 from tests.layers.weights import to_np
 from tests.layers.weights import weights_by_last_names as weights_by_name
+from tests.reference import softmax_row
 
 DIM = 8
 
@@ -103,10 +104,8 @@ def reference(layer, query, value=None, mask=None):
                     allowed.append(mask is None or bool(mask[b, i, j]))
                 if not any(allowed):
                     continue  # zero weights, zero context
-                top = max(logit for logit, ok in zip(logits, allowed) if ok)
-                exps = [math.exp(logit - top) if ok else 0.0 for logit, ok in zip(logits, allowed)]
+                weights[b, h, i] = softmax_row(logits, allowed)
                 for j in range(S):
-                    weights[b, h, i, j] = exps[j] / sum(exps)
                     context[b, i, h] += weights[b, h, i, j] * v[b, j, h]
     out = np.einsum("btnk,nkd->btd", context, w["attention_output/kernel"])
     return out + w.get("attention_output/bias", 0.0), weights, gates

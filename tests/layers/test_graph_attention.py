@@ -28,6 +28,7 @@ from keras_structattn.ops import relation_tables as rt
 from tests.layers.weights import randomize
 from tests.layers.weights import to_np
 from tests.layers.weights import weights_by_name
+from tests.reference import softmax_row
 
 DIM = 8
 
@@ -73,11 +74,8 @@ def reference(layer, query, value, relations, mask=None):
                         allowed = [ok and logit >= kth for logit, ok in zip(logits, allowed)]
                 if not any(allowed):
                     continue  # zero weights, zero context
-                top = max(logit for logit, ok in zip(logits, allowed) if ok)
-                exps = [math.exp(logit - top) if ok else 0.0 for logit, ok in zip(logits, allowed)]
-                total = sum(exps)
+                weights[b, h, i] = softmax_row(logits, allowed)
                 for j in range(S):
-                    weights[b, h, i, j] = exps[j] / total
                     context[b, i, h] += weights[b, h, i, j] * v[b, j, h]
     out = np.einsum("btnk,nkd->btd", context, w["attention_output/kernel"])
     return out + w["attention_output/bias"], weights
