@@ -3,7 +3,8 @@
 Subpackages:
     translation: parallel text, the embedded Tatoeba corpus, bucketed
         `tf.data` batches, recorded batches, and `translate_sentences`.
-    captioning: COCO / Karpathy caption files and caption id batches.
+    captioning: COCO / Karpathy caption files, caption id batches, score
+        tables and attention pictures.
     vqa: VQA v2 questions, annotations, answer vocabulary and soft scores.
     textvqa: the mmf TextVQA imdb, M4C's answer words and targets, PHOC.
     grounding: RefCOCO refs, grounding targets and accuracy, and the

@@ -24,6 +24,8 @@ The pieces, each usable on its own:
   an unsmoothed cross-entropy, a gradient step on it is exactly the policy
   gradient step above (the weight of each token of a caption is its
   advantage), so the step is a plain compiled `train_on_batch`.
+* `self_critical_batch(draw, features, image_ids, reward, uniforms, ...)`:
+  the three above, with the rewards, for one step's images.
 
 The reward runs on the host (NumPy, `keras_structattn.metrics.CiderD`); the
 sampling and the gradient step are compiled.
@@ -137,3 +139,36 @@ def caption_tokens(ids, id_to_word):
                 words.append(id_to_word(int(token)))
         captions.append(words)
     return captions
+
+
+def self_critical_batch(draw, features, image_ids, reward, uniforms, id_to_word, greedy=None):
+    """One SCST step's batch: sampled captions, their rewards and advantages.
+
+    Args:
+        draw: `sampler(model, samples)`.
+        features: the encoder input of `B` images.
+        image_ids: the `B` images' ids, the keys of `reward`.
+        reward: `reward(image_ids, token_lists)` -> float `[N]`, e.g.
+            `keras_structattn.metrics.CiderD(references).scores`.
+        uniforms: float `[B * samples, L]` (`draw_uniforms`).
+        id_to_word: an id's word (`caption_tokens`).
+        greedy: optional `greedy(features)` -> `(ids, ...)`: the greedy
+            captions, whose rewards are the baseline (Rennie et al.); None
+            for the mean of the image's other samples (Luo).
+
+    Returns:
+        `((decoder_inputs, targets, sample_weight), rewards)`: the
+        `training_batch` of the samples by image, `[B, samples, L]` each,
+        and the samples' rewards, `[B, samples]`.
+    """
+    count = len(image_ids)
+    samples = len(uniforms) // count
+    ids = ops.convert_to_numpy(draw(features, uniforms))
+    rewards = reward(np.repeat(image_ids, samples), caption_tokens(ids, id_to_word))
+    rewards = np.asarray(rewards).reshape(count, samples)
+    baseline = None
+    if greedy is not None:
+        greedy_ids = ops.convert_to_numpy(greedy(features)[0])
+        baseline = reward(image_ids, caption_tokens(greedy_ids, id_to_word))
+    batch = training_batch(ids, advantages(rewards, baseline).reshape(-1))
+    return tuple(array.reshape(count, samples, -1) for array in batch), rewards

@@ -2,41 +2,39 @@
 
 Each command is `command(args)` with the parsed flags; `run(args)` picks
 it. Status goes to stderr (`print`, which `recipes._cli.execute` points
-there), results to stdout (`_cli.emit`).
+there), results to stdout (`_cli.emit`). Without data flags the data is
+the run's Shapes world (`recipes._world`), written with the "describe the
+biggest shape" captions of every split, which `evaluate` scores alongside.
 
-Data parallelism (`train --distribute data_parallel`, docs/distributed.md):
-the model is built, compiled, restored and trained in `Replicas.scope()`;
-each process of a multi-process run feeds its rows of every global batch
-(`recipes._vl.feed`). The cross-entropy phase is `model.fit`; self-critical training
-is one `train_on_batch` a step, with the samples and rewards of the whole
-global batch computed alike in every process. Under JAX's DataParallel
-that batch is split over the devices; TensorFlow's MirroredStrategy runs
-the whole of a `train_on_batch` batch on every replica, which the loss
-(`PaddedCrossEntropy`, divided by the tokens of all replicas) turns into
-the one-device step at the cost of computing it on each replica.
+Data parallelism (docs/distributed.md): every process of a multi-process
+run feeds its rows of every global batch (`recipes._vl.feed`); a
+self-critical step samples and rewards the whole global batch alike in
+every process (`train_on_batch`; under MirroredStrategy on every replica,
+which the loss, divided by the tokens of all replicas, turns into the
+one-device step).
 """
 
-import argparse
 import itertools
-import json
 import os
 import time
 
 import keras
 import numpy as np
 
+from keras_structattn import metrics
 from keras_structattn.data import image_features
+from keras_structattn.data.json_files import load_json
+from keras_structattn.data.shapes_world import baselines
+from keras_structattn.data.shapes_world import hallucination
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.decoding.seq2seq import compiled_generate
-from keras_structattn.metrics import CaptionScores
-from keras_structattn.metrics import CiderD
-from keras_structattn.metrics import evaluate_captions
-from keras_structattn.metrics import ptb_tokenize
 from keras_structattn.tasks.captioning import coco_captions
+from keras_structattn.tasks.captioning import decode as decode_lib
+from keras_structattn.tasks.captioning import report
+from keras_structattn.tasks.captioning.pictures import draw_caption_attention
 from keras_structattn.training import checkpoints as checkpoints_lib
+from keras_structattn.training import dictionaries
 from keras_structattn.training import self_critical
-from keras_structattn.training.dictionaries import fit_dictionaries
-from keras_structattn.training.dictionaries import has_dictionaries
 from keras_structattn.training.losses import PaddedCrossEntropy
 from models import registry
 from models.captioning.catt_captioner import CATTCaptioner
@@ -48,17 +46,15 @@ from recipes import _replicas
 from recipes import _run
 from recipes import _seq2seq
 from recipes import _vl
+from recipes import _world
 from recipes._run import write_json
 from recipes.caption import MODELS
 from recipes.caption import RUN_DEFAULTS
-from recipes.caption import SPLITS
 from recipes.caption import data_flags_given
 from recipes.caption import run_defaults
-from recipes.caption import world as world_lib
 
 # Applied to the models' Shapes world sets only: their 1,000 warm-up steps
-# are for COCO-sized runs; the embedded default trains about as many steps
-# in all.
+# are for COCO-sized runs; the embedded default trains about as many in all.
 DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=200"
 # The captioner classes, by their sets' `model_type`.
 MODEL_CLASSES = {
@@ -69,8 +65,11 @@ XE_DIR, SCST_DIR = "checkpoints", "scst_checkpoints"
 # The two training phases' files (`recipes._engine`).
 XE_PHASE = _engine.Phase(XE_DIR, "history.csv", "logs/xe")
 SCST_PHASE = _engine.Phase(SCST_DIR, "scst_history.csv", "logs/scst", best="scst_best")
-# The metrics printed, in pycocoevalcap's names and order.
-METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE")
+BASELINE_NAME = 'the "describe the biggest shape" caption ("a <size> <colour> <shape>")'
+# Bottom-up features have 10 to 100 regions an image (Anderson et al., 2018).
+MAX_REGIONS = 100
+CAPTIONS_PER_IMAGE = 5
+VALIDATION_IMAGES = 200  # the first ones, in order
 
 
 def run(args):
@@ -78,95 +77,54 @@ def run(args):
     return globals()[args.command](args)
 
 
-# -------------------------------------------------------------------- data
-
-
-class Split:
-    """One split: its caption records and feature store."""
-
-    def __init__(self, name, records, store):
-        self.name = name
-        self.records = records
-        self.store = store
-        self.image_ids = [r.image_id for r in records]
-
-    def annotations(self):
-        """The split's references in the COCO captions format."""
-        return {
-            "images": [{"id": r.image_id, "file_name": r.file_name} for r in self.records],
-            "annotations": [
-                {"id": k, "image_id": r.image_id, "caption": c}
-                for k, (r, c) in enumerate((r, c) for r in self.records for c in r.captions)
-            ],
-        }
-
-
-def _captions(args, folder, needed):
-    """`{split: records or None}` of the `needed` splits, from the flags or
-    the Shapes world files."""
-    skip = "skip" if args.skip_missing else "error"
-    if args.karpathy_json:
-        splits = coco_captions.read_karpathy(args.karpathy_json, images_without_captions=skip)
-        print(f"[data] {splits.report.describe()}")
-        return {s: splits.get(s) for s in SPLITS}
-    out = {}
-    for split in needed:
-        path = getattr(args, f"captions_{split}", None)
-        if folder is not None:
-            path = world_lib.captions_path(folder, split)
-        if not path:
-            out[split] = None
-            continue
-        split_list = getattr(args, f"split_{split}", None) if folder is None else None
-        split_ids = coco_captions.read_split_list(split_list) if split_list else None
-        records = coco_captions.read_coco_captions(
-            path, split_ids=split_ids, tokenize=ptb_tokenize, images_without_captions=skip
-        )
-        print(f"[data] {split}: {records.report.describe()}")
-        out[split] = records
-    return out
-
-
-def _feature_path(args, folder, split):
-    if folder is not None:
-        return world_lib.features_path(folder, split)
-    return getattr(args, f"{split}_features", None) or args.features
+def _read_captions(args, world, split, skip):
+    """A split's caption records (--captions_<split>, --split_<split>, or
+    the world's), or None when the data has none."""
+    if world is not None:
+        path, split_list = os.path.join(world, "captions", f"captions_{split}.json"), None
+    else:
+        path, split_list = getattr(args, f"captions_{split}"), getattr(args, f"split_{split}")
+    if not path:
+        return None
+    records = coco_captions.read_coco_captions(
+        path, split_ids=coco_captions.read_split_list(split_list) if split_list else None,
+        tokenize=metrics.ptb_tokenize, images_without_captions=skip)
+    print(f"[data] {split}: {records.report.describe()}")
+    return records
 
 
 def load_splits(args, settings, needed):
-    """The splits in `needed` that the data has, with their feature stores.
+    """`{split: _vl.Split}` of the splits in `needed` that the data has (the
+    Shapes world's, made once with its baselines, without data flags);
+    images without features are an error, or skipped with --skip_missing."""
+    def write_baselines(world, folder):
+        for name, split in world.splits.items():
+            write_json(os.path.join(folder, f"baseline_{name}.json"),
+                       baselines.baseline_captions(split))
 
-    Shapes world is generated (or reused from DIR/shapes_world) when no
-    data flag is given. Images without features are an error naming the
-    image and the store, or skipped and counted with --skip_missing.
-
-    Returns:
-        `{split: Split}` (a split the data does not have is left out).
-    """
-    folder = None
+    world = None
     if not data_flags_given(args):
-        folder = world_lib.ensure_world(args)
-    records = _captions(args, folder, needed)
+        world = _world.ensure_world(args, tasks="captions", default_seed=RUN_DEFAULTS["seed"],
+                                    write_extras=write_baselines)
+    skip = "skip" if args.skip_missing else "error"
+    if args.karpathy_json:
+        records = coco_captions.read_karpathy(args.karpathy_json, images_without_captions=skip)
+        print(f"[data] {records.report.describe()}")
+    else:
+        records = {split: _read_captions(args, world, split, skip) for split in needed}
     splits = {}
     for name in needed:
         if not records.get(name):
             continue
-        path = _feature_path(args, folder, name)
-        file_names = {r.image_id: r.file_name for r in records[name]}
-        store = image_features.open_features(
-            path, settings["feature_kind"], file_names=file_names
-        )
-        kept, skipped = image_features.select_images(
-            store, records[name], missing="skip" if args.skip_missing else "error"
-        )
+        path = (_world.features_path(world, name) if world is not None
+                else getattr(args, f"{name}_features") or args.features)
+        store = image_features.open_features(path, settings["feature_kind"], file_names={
+            r.image_id: r.file_name for r in records[name]})
+        kept, skipped = image_features.select_images(store, records[name], missing=skip)
         if skipped:
             print(f"[data] {name}: {skipped} images without features in {path} skipped")
-        splits[name] = Split(name, kept, store)
+        splits[name] = _vl.Split(name, kept, store)
     return splits
-
-
-# Bottom-up features have 10 to 100 regions an image (Anderson et al., 2018).
-MAX_REGIONS = 100
 
 
 def feature_batch(store, image_ids, kind):
@@ -179,9 +137,6 @@ def feature_batch(store, image_ids, kind):
         store.padded_regions = _vl.max_regions_of(store, MAX_REGIONS)
     features, boxes, mask = image_features.region_batch(store, image_ids, store.padded_regions)
     return {"features": features, "boxes": boxes, "mask": mask}
-
-
-# ------------------------------------------------------------------- model
 
 
 def check_set(hparams, settings):
@@ -200,32 +155,14 @@ def check_set(hparams, settings):
 
 
 def resolve_run(args):
-    """The run folder, its settings and hparams (`_seq2seq.resolve_run`).
-
-    Returns:
-        `(run, settings, hparams)`; `hparams` is None for a new run (it
-        depends on the data's grid, see `new_hparams`).
-    """
-    run, settings, hparams = _seq2seq.resolve_run(
-        args, dict(model=args.model, hparams_set=args.hparams_set,
-                   min_word_count=args.min_word_count,
-                   max_caption_length=args.max_caption_length,
-                   feature_kind=args.feature_kind, dictionary_init=args.dictionary_init),
-        run_defaults(args), check_set)
+    """`(run, settings, hparams)` (`_seq2seq.resolve_run`); `hparams` is
+    None for a new run (it depends on the data's grid, `prepare_run`)."""
+    given = {name: getattr(args, name) for name in RUN_DEFAULTS if name != "seed"}
+    run, settings, hparams = _seq2seq.resolve_run(args, given, run_defaults(args), check_set)
     # Runs made before --model and --dictionary_init existed.
     settings.setdefault("model", "area")
     settings.setdefault("dictionary_init", RUN_DEFAULTS["dictionary_init"])
     return run, settings, hparams
-
-
-def new_hparams(args, settings, feature_shape):
-    """A new run's hparams: the set's, fitted to the data's grid and the
-    feature kind, then `--hparams`."""
-    fitted = f"encoder_input={settings['feature_kind']}"
-    if settings["feature_kind"] == "grid":
-        fitted += f",grid_height={feature_shape[0]},grid_width={feature_shape[1]}"
-    return _seq2seq.new_hparams(args, settings, MODELS[settings["model"]][0],
-                                DEFAULT_SET_OVERRIDES, fitted)
 
 
 def build_model(hparams, vocab_size, feature_shape, seed=None):
@@ -243,53 +180,44 @@ def build_model(hparams, vocab_size, feature_shape, seed=None):
     return model
 
 
-def feature_shape_of(store):
-    """The per-image feature shape a model is built for: `[H, W, C]` or `[C]`."""
-    if store.kind == "grid":
-        return list(store.grid_shape) + [int(store.feature_dim)]
-    return [int(store.feature_dim)]
-
-
-def prepare_run(args, run, settings, hparams, train_split, replicas=None):
-    """The vocabulary, hparams and built model of a training run; a new
-    run's files are committed once its model has been built (by process 0
-    of a multi-process run). With `replicas`, the batches must split over
-    them (checked before anything is built or written)."""
+def prepare_run(args, run, settings, hparams, train_split, replicas):
+    """The vocabulary, hparams (a new run's: its set's fitted to the
+    features, then --hparams) and built model of a training run; a new
+    run's files are committed once its model is built, by process 0."""
     if run.holds_run:
         vocab = WordVocab.load(run.file(VOCAB_FILE))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
     else:
-        if train_split.store.kind != settings["feature_kind"]:
-            raise _cli.UsageError(f"--feature_kind {settings['feature_kind']} but the "
-                                  f"training features are {train_split.store.kind}")
-        settings["feature_shape"] = feature_shape_of(train_split.store)
-        hparams = new_hparams(args, settings, settings["feature_shape"])
+        store, kind = train_split.store, settings["feature_kind"]
+        if store.kind != kind:
+            raise _cli.UsageError(f"--feature_kind {kind} but the training features are "
+                                  f"{store.kind}")
+        grid = list(store.grid_shape) if kind == "grid" else []
+        settings["feature_shape"] = grid + [int(store.feature_dim)]
+        fitted = f"encoder_input={kind}"
+        if grid:
+            fitted += f",grid_height={grid[0]},grid_width={grid[1]}"
+        hparams = _seq2seq.new_hparams(args, settings, MODELS[settings["model"]][0],
+                                       DEFAULT_SET_OVERRIDES, fitted)
         tokens = [t for r in train_split.records for t in r.tokens]
         vocab = _cli.usage(
             lambda: WordVocab.build(tokens, min_count=settings["min_word_count"]))
-    if replicas is not None:
-        check_batches(args, replicas, hparams, train_split)
-    model = _seq2seq.build_run(
-        args, run, settings, hparams, vocab, VOCAB_FILE,
-        lambda seed: build_model(hparams, vocab.vocab_size, settings["feature_shape"], seed),
-        f"{vocab.vocab_size} word ids (words seen >= {settings['min_word_count']} times)",
-        write=replicas is None or replicas.is_chief)
-    return vocab, hparams, model
-
-
-def check_batches(args, replicas, hparams, train_split):
-    """Usage errors unless the cross-entropy and self-critical batches
-    (images) split evenly over the replicas."""
+    # The batches must split over the replicas: checked before anything is written.
     _replicas.check_batch(replicas, args.batch_size or hparams.batch_size)
     if args.scst_steps:
         images = min(args.scst_images, len(train_split.records))
         _replicas.check_batch(replicas, images, "--scst_images")
+    model = _seq2seq.build_run(
+        args, run, settings, hparams, vocab, VOCAB_FILE,
+        lambda seed: build_model(hparams, vocab.vocab_size, settings["feature_shape"], seed),
+        f"{vocab.vocab_size} word ids (words seen >= {settings['min_word_count']} times)",
+        write=replicas.is_chief)
+    return vocab, hparams, model
 
 
 def load_trained(args):
-    """The run's model with the weights to decode with (those of the last
-    phase trained, `_seq2seq.choose_weights`), its vocabulary, settings and
-    hparams."""
+    """`(model, vocab, settings, hparams)` of the run, with the weights of
+    the last phase trained (`_seq2seq.choose_weights`)."""
     run, settings, hparams = resolve_run(args)
     vocab = WordVocab.load(run.file(VOCAB_FILE))
     model = build_model(hparams, vocab.vocab_size, settings["feature_shape"])
@@ -297,41 +225,13 @@ def load_trained(args):
     return model, vocab, settings, hparams
 
 
-# ------------------------------------------------------------ training data
-
-
-CAPTIONS_PER_IMAGE = 5
-VALIDATION_IMAGES = 200  # the first ones, in order
-
-
-def image_captions(record, count=CAPTIONS_PER_IMAGE):
-    """`count` token lists of an image: its first `count` captions, cycled
-    when it has fewer (COCO images have 5 to 7)."""
-    return [record.tokens[k % len(record.tokens)] for k in range(count)]
-
-
-def xe_batches(split, vocab, settings, images, start=0, replicas=None):
-    """Cross-entropy batches `((features, captions), targets)`, forever.
-
-    A batch holds `images` images with `CAPTIONS_PER_IMAGE` captions each
-    (`captions`, `targets`: `[images, 5, T]`): the captioner encodes each
-    image once for its five captions (as self-critical.pytorch's
-    `seq_per_img`), which makes a step about five times cheaper than one
-    image per caption. The order is `recipes._vl.epoch_batches`' (a pass
-    a permutation drawn from the seed and the pass: a run resumed at step
-    `start` reads what an uninterrupted one would); with `replicas`, this
-    process's rows of each batch (`recipes._vl.feed`).
-    """
-    return _vl.epoch_batches(len(split.records), images, settings["seed"],
-                             lambda rows: batch_of(split, rows, vocab, settings),
-                             start=start, replicas=replicas)
-
-
 def batch_of(split, rows, vocab, settings):
     """`((features, captions [B, 5, T]), targets [B, 5, T])` of the records
-    at `rows`."""
+    at `rows`: each image with its first 5 captions (cycled when it has
+    fewer), encoded once for all of them (self-critical.pytorch's
+    `seq_per_img`), a step about five times cheaper than one per caption."""
     records = [split.records[j] for j in rows]
-    tokens = [t for r in records for t in image_captions(r)]
+    tokens = [r.tokens[k % len(r.tokens)] for r in records for k in range(CAPTIONS_PER_IMAGE)]
     decoder_inputs, targets = coco_captions.caption_batch(
         tokens, vocab, settings["max_caption_length"])
     shape = (len(records), CAPTIONS_PER_IMAGE, -1)
@@ -340,68 +240,63 @@ def batch_of(split, rows, vocab, settings):
     return (features, decoder_inputs.reshape(shape)), targets.reshape(shape)
 
 
-# ------------------------------------------------------------------ train
-
-
 def train(args):
     """Cross-entropy training to --train_steps, self-critical training to
-    --scst_steps, then the evaluation; each phase resumes from its newest
-    checkpoint."""
+    --scst_steps (each resumed from its newest checkpoint), evaluation."""
     replicas, jit = _seq2seq.replicas_and_jit(args)
     run, settings, hparams = resolve_run(args)
     needed = ("train", "val") if args.no_eval else ("train", "val", args.split)
-    needed = tuple(dict.fromkeys(needed))  # --split may be val
-    splits = load_splits(args, settings, needed)
+    splits = load_splits(args, settings, tuple(dict.fromkeys(needed)))  # --split may be val
     if "train" not in splits:
         raise _cli.UsageError("give training captions: --karpathy_json or --captions_train")
-    # Only process 0 of a multi-process run writes files; evaluating in the
-    # training command would need every process (their arrays are global).
-    evaluating = not args.no_eval and replicas.num_processes == 1
+    before_file = run.file(f"{args.split}_scores_cross_entropy.json")
     with replicas.scope():
         vocab, hparams, model = prepare_run(args, run, settings, hparams, splits["train"],
                                             replicas)
-        batch_size = args.batch_size or hparams.batch_size
-        _seq2seq.compile_model(model, hparams, args, jit)
-        scst_folder = os.path.join(args.output_dir, SCST_DIR)
-        start = time.time()
         trained = (model, vocab, settings, hparams)
-        before = None
-        if checkpoints_lib.checkpoint_paths(scst_folder, readable_only=True):
+        _seq2seq.compile_model(model, hparams, args, jit)
+        start = time.time()
+        if checkpoints_lib.checkpoint_paths(os.path.join(args.output_dir, SCST_DIR),
+                                            readable_only=True):
             print("[train] cross-entropy phase done (self-critical checkpoints found)")
         else:
-            train_cross_entropy(args, settings, splits, vocab, model, batch_size, replicas)
-            if args.scst_steps and evaluating:
-                # The cross-entropy model's scores, for the comparison with SCST.
+            train_cross_entropy(args, trained, splits, args.batch_size or hparams.batch_size,
+                                replicas)
+            # The cross-entropy model's scores, for the comparison with SCST
+            # (evaluating needs every process of a multi-process run).
+            if args.scst_steps and not args.no_eval and replicas.num_processes == 1:
                 print("[eval] the cross-entropy model, before self-critical training:")
-                before, _, _ = caption_split(args, trained, splits, save=False)
-                write_json(run.file(f"{args.split}_scores_cross_entropy.json"),
-                           {"scores": before.scores, "not_computed": before.not_computed})
+                xe_scores, _, _ = caption_split(args, trained, splits, save=False)
+                write_json(before_file, {"scores": xe_scores.scores,
+                                         "not_computed": xe_scores.not_computed})
         if args.scst_steps:
-            train_self_critical(args, settings, splits, vocab, model, jit, replicas)
+            train_self_critical(args, trained, splits, jit, replicas)
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
     if not replicas.is_chief:
         return model
-    if before is None and os.path.exists(run.file(f"{args.split}_scores_cross_entropy.json")):
-        saved = _read_json(run.file(f"{args.split}_scores_cross_entropy.json"))
-        before = CaptionScores(saved["scores"], {}, saved["not_computed"], [])
     write_json(run.file("train_summary.json"), {
         name: _seq2seq.history_of(run, name)
         for name in ("history.csv", "scst_history.csv") if os.path.exists(run.file(name))
     })
     if _replicas.evaluates_after_training(args, replicas):
         print("[model] the trained model in memory")
-        evaluate(args, trained=trained, splits=splits, before=before if args.scst_steps else None)
+        before = None
+        if args.scst_steps and os.path.exists(before_file):
+            saved = load_json(before_file, "scores")
+            before = metrics.CaptionScores(saved["scores"], {}, saved["not_computed"], [])
+        evaluate(args, trained=trained, splits=splits, before=before)
     return model
 
 
-def train_cross_entropy(args, settings, splits, vocab, model, batch_size, replicas):
-    """Label-smoothed cross-entropy with the engine's `fit`, resumable;
-    each process feeds its rows of every batch."""
+def train_cross_entropy(args, trained, splits, batch_size, replicas):
+    """Label-smoothed cross-entropy with the engine's `fit`, resumable."""
+    model, vocab, settings, _ = trained
+    train_split = splits["train"]
     if not checkpoints_lib.checkpoint_paths(os.path.join(args.output_dir, XE_DIR),
                                             readable_only=True):
         # A fresh model (a checkpoint holds fitted dictionaries already).
-        init_dictionaries(model, splits["train"], vocab, settings, batch_size)
-    print(f"[train] cross-entropy: {len(splits['train'].records)} images, batches of "
+        init_dictionaries(model, train_split, vocab, settings, batch_size)
+    print(f"[train] cross-entropy: {len(train_split.records)} images, batches of "
           f"{batch_size} images x {CAPTIONS_PER_IMAGE} captions")
     validation = None
     if "val" in splits:
@@ -412,7 +307,9 @@ def train_cross_entropy(args, settings, splits, vocab, model, batch_size, replic
 
     def data(done):
         def batches():
-            return xe_batches(splits["train"], vocab, settings, batch_size, done, replicas)
+            return _vl.epoch_batches(
+                len(train_split.records), batch_size, settings["seed"],
+                lambda rows: batch_of(train_split, rows, vocab, settings), done, replicas=replicas)
 
         # Under MirroredStrategy, `fit` peeks with an iterator of its own,
         # whose read-ahead of a generator would be lost: each iterator
@@ -428,30 +325,28 @@ def train_cross_entropy(args, settings, splits, vocab, model, batch_size, replic
 
 def val_cider_hook(args, splits, vocab, settings):
     """The validation score `--early_stopping cider` watches: CIDEr-D of
-    greedy captions of the validation images against their references
-    (document frequencies of the validation references themselves, as the
-    COCO evaluation computes them)."""
+    greedy captions of the validation images (document frequencies of the
+    validation references, as the COCO evaluation computes them)."""
     def compute(model):
         if "val" not in splits:
             raise _cli.UsageError("--early_stopping cider needs validation captions")
         val = splits["val"]
-        greedy = argparse.Namespace(beam_size=1, alpha=args.alpha,
-                                    decode_batch_size=args.decode_batch_size)
-        captions = caption_images((model, vocab, settings, None), val.store, val.image_ids,
-                                  greedy)
-        cider = CiderD({r.image_id: r.tokens for r in val.records})
+        image_ids = [r.image_id for r in val.records]
+        captions = caption_images((model, vocab, settings), val.store, image_ids, args,
+                                  beam_size=1)
+        cider = metrics.CiderD({r.image_id: r.tokens for r in val.records})
         return {"cider": float(np.mean(cider.scores(
-            val.image_ids, [c.split() for c in captions])))}
+            image_ids, [c.split() for c in captions])))}
 
     return _engine.ScoresHook(("cider",), compute)
 
 
 def init_dictionaries(model, split, vocab, settings, batch_size):
     """Fits a CATT model's dictionaries by K-means over one pass of the
-    training batches (`keras_structattn.training.dictionaries`), unless the run
-    asked for the uniform initializer; the same seed gives the same
-    centres, so a run killed before its first checkpoint refits them alike."""
-    if not has_dictionaries(model):
+    training batches, unless --dictionary_init uniform; the same seed gives
+    the same centres, so a run killed before its first checkpoint refits
+    them alike."""
+    if not dictionaries.has_dictionaries(model):
         return
     if settings["dictionary_init"] == "uniform":
         print("[dictionaries] uniform(0, 0.01) initializer (--dictionary_init uniform, "
@@ -459,30 +354,29 @@ def init_dictionaries(model, split, vocab, settings, batch_size):
         return
     start = time.time()
     per_pass = max(1, len(split.records) // batch_size)
-    batches = xe_batches(split, vocab, settings, batch_size)
-    inputs = (batch[0] for batch in itertools.islice(batches, per_pass))
+    batches = _vl.epoch_batches(len(split.records), batch_size, settings["seed"],
+                                lambda rows: batch_of(split, rows, vocab, settings))
     try:
-        report = fit_dictionaries(model, inputs, seed=settings["seed"])
+        fitted = dictionaries.fit_dictionaries(model, (batch[0] for batch in itertools.islice(
+            batches, per_pass)), seed=settings["seed"])
     except ValueError as error:  # a dictionary larger than the data
         raise _cli.UsageError(f"{error} (--hparams dictionary_size=...)") from None
-    for name, values in report.items():
+    for name, values in fitted.items():
         layer = model.global_dictionaries()[name]
         print(f"[dictionaries] {name}: K-means, {layer.size} centres of {values['rows']:,} "
               f"vectors (inertia {values['inertia']:.4g})")
     print(f"[dictionaries] fitted in {time.time() - start:.1f} s")
 
 
-def train_self_critical(args, settings, splits, vocab, model, jit, replicas):
-    """Self-critical sequence training (`keras_structattn.training.self_critical`):
-    a fresh Adam at --scst_learning_rate, CIDEr-D rewards with document
-    frequencies from the training references, resumable."""
-    train_split = splits["train"]
-    model.compile(
-        optimizer=keras.optimizers.Adam(args.scst_learning_rate),
-        loss=PaddedCrossEntropy(0.0),
-        jit_compile=jit,
-    )
-    cider = CiderD({r.image_id: r.tokens for r in train_split.records})
+def train_self_critical(args, trained, splits, jit, replicas):
+    """Self-critical training (`keras_structattn.training.self_critical`), resumable:
+    a fresh Adam at --scst_learning_rate, CIDEr-D rewards (document
+    frequencies of the training references)."""
+    model, vocab, settings, _ = trained
+    split = splits["train"]
+    model.compile(optimizer=keras.optimizers.Adam(args.scst_learning_rate),
+                  loss=PaddedCrossEntropy(0.0), jit_compile=jit)
+    cider = metrics.CiderD({r.image_id: r.tokens for r in split.records})
     length = settings["max_caption_length"] + 1
     samples, images = args.scst_samples, args.scst_images
     if args.scst_baseline == "mean" and samples < 2:
@@ -492,167 +386,90 @@ def train_self_critical(args, settings, splits, vocab, model, jit, replicas):
               if args.scst_baseline == "greedy" else None)
     print(f"[train] self-critical: {images} images x {samples} samples, "
           f"{args.scst_baseline} baseline, CIDEr-D reward")
+
+    def scst_step(model, step):
+        count = len(split.records)
+        rng = np.random.default_rng([settings["seed"], 1_000_003, step])
+        chosen = rng.choice(count, size=min(images, count), replace=False)
+        image_ids = [split.records[i].image_id for i in chosen]
+        features = feature_batch(split.store, image_ids, settings["feature_kind"])
+        uniforms = self_critical.draw_uniforms(settings["seed"], step, len(chosen) * samples,
+                                               length)
+        (decoder_inputs, targets, weight), rewards = self_critical.self_critical_batch(
+            draw, features, image_ids, cider.scores, uniforms, vocab.id_to_word, greedy)
+        x, y, sample_weight = replicas.local_rows(((features, decoder_inputs), targets, weight))
+        logs = model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)
+        return {**{k: float(v) for k, v in logs.items()}, "reward": float(rewards.mean())}
+
     scores = val_cider_hook(args, splits, vocab, settings)
     _engine.check_task_score(args, replicas, scores)
     # Without self-critical checkpoints the model holds the cross-entropy
     # weights (`train_cross_entropy` trained or restored them).
-    _engine.fit_steps(
-        model, args,
-        lambda model, step: self_critical_step(model, train_split, settings, vocab, cider,
-                                               draw, greedy, args, step, replicas),
-        per_epoch=args.steps_per_checkpoint, total_steps=args.scst_steps, replicas=replicas,
-        phase=SCST_PHASE, scores=scores, label="self-critical")
+    _engine.fit_steps(model, args, scst_step, per_epoch=args.steps_per_checkpoint,
+                      total_steps=args.scst_steps, replicas=replicas, phase=SCST_PHASE,
+                      scores=scores, label="self-critical")
 
 
-def self_critical_step(model, split, settings, vocab, cider, draw, greedy, args, step,
-                       replicas):
-    """One step: sample, reward on the host, one compiled gradient step.
-
-    Every process samples and scores the whole global batch (the same
-    draws: compiled programs over the replicated weights run in all of
-    them alike), then trains on its rows of it."""
-    count = len(split.records)
-    rng = np.random.default_rng([settings["seed"], 1_000_003, step])
-    chosen = rng.choice(count, size=min(args.scst_images, count), replace=False)
-    image_ids = [split.records[i].image_id for i in chosen]
-    features = feature_batch(split.store, image_ids, settings["feature_kind"])
-    samples = args.scst_samples
-    length = settings["max_caption_length"] + 1
-    uniforms = self_critical.draw_uniforms(settings["seed"], step, len(chosen) * samples, length)
-    ids = keras.ops.convert_to_numpy(draw(features, uniforms))
-    captions = self_critical.caption_tokens(ids, vocab.id_to_word)
-    repeated = np.repeat(image_ids, samples)
-    rewards = cider.scores(repeated, captions).reshape(len(chosen), samples)
-    baseline = None
-    if greedy is not None:
-        greedy_ids = keras.ops.convert_to_numpy(greedy(features)[0])
-        baseline = cider.scores(image_ids, self_critical.caption_tokens(greedy_ids,
-                                                                        vocab.id_to_word))
-    advantage = self_critical.advantages(rewards, baseline)
-    decoder_inputs, targets, weight = self_critical.training_batch(ids, advantage.reshape(-1))
-    shape = (len(chosen), samples, -1)
-    x, y, sample_weight = replicas.local_rows(
-        ((features, decoder_inputs.reshape(shape)), targets.reshape(shape), weight.reshape(shape)))
-    logs = model.train_on_batch(x, y, sample_weight=sample_weight, return_dict=True)
-    logs = {k: float(v) for k, v in logs.items()}
-    logs["reward"] = float(rewards.mean())
-    return logs
-
-
-# --------------------------------------------------------------- decoding
-
-
-def caption_images(trained, store, image_ids, args):
-    """Beam-search captions of `image_ids` (a list of strings)."""
-    model, vocab, settings, _ = trained
+def caption_images(trained, store, image_ids, args, beam_size=None):
+    """Beam-search captions (strings) of `image_ids` (--beam_size unless given)."""
+    model, vocab, settings = trained[:3]
     generate = compiled_generate(model, max_decode_length=settings["max_caption_length"] + 1,
-                                 beam_size=args.beam_size, alpha=args.alpha)
-    size = args.decode_batch_size
-    captions = []
-    for begin in range(0, len(image_ids), size):
-        chunk = list(image_ids[begin:begin + size])
-        # Padded to the batch size: one compiled program for every batch.
-        padded = chunk + [chunk[-1]] * (size - len(chunk))
-        ids, _ = generate(feature_batch(store, padded, settings["feature_kind"]))
-        ids = keras.ops.convert_to_numpy(ids)[: len(chunk)]
-        captions.extend(vocab.decode(row) for row in ids)
-    return captions
-
-
-def score_table(columns):
-    """Result lines: a header, then one line per metric.
-
-    Args:
-        columns: `{title: CaptionScores}`, the model's first; a metric the
-            first column could not compute is reported as such, once.
-    """
-    titles = list(columns)
-    lines = [f"{'metric':10s}" + "".join(f" {t:>14s}" for t in titles)]
-    first = columns[titles[0]]
-    for name in METRICS:
-        if name not in first.scores:
-            continue
-        values = [columns[t].scores.get(name) for t in titles]
-        lines.append(f"{name:10s}" + "".join(
-            f" {v:14.4f}" if v is not None else f" {'-':>14s}" for v in values))
-    for name, why in first.not_computed.items():
-        lines.append(f"{name:10s} {why}")
-    return lines
+                                 beam_size=beam_size or args.beam_size, alpha=args.alpha)
+    return decode_lib.caption_images(
+        generate, vocab, image_ids, lambda ids: feature_batch(store, ids, settings["feature_kind"]),
+        args.decode_batch_size)
 
 
 def evaluate(args, trained=None, splits=None, before=None):
-    """Captions the --split images with beam search and scores them.
-
-    Args:
-        args: the flags.
-        trained: `(model, vocab, settings, hparams)`; default: the run's
-            (`load_trained`).
-        splits: the loaded splits, if the caller has them.
-        before: optional `CaptionScores` of the cross-entropy model, shown
-            next to the final model's (`train` with self-critical steps).
-
-    Returns:
-        The `CaptionScores` of the model.
-    """
+    """Captions the --split images with beam search and scores them, with
+    the Shapes world baseline and hallucination rates; `before`: the
+    cross-entropy model's `CaptionScores`, shown next to the final one's.
+    Returns the model's `CaptionScores`."""
     scores, split, results = caption_split(args, trained or load_trained(args), splits)
     columns = {"model": scores}
     if before is not None:
         columns = {"self-critical": scores, "cross-entropy": before}
-    outputs = {next(iter(columns)): results}
-    baseline_path = world_lib.baseline_path(args, args.split)
-    if baseline_path and os.path.exists(baseline_path):
-        outputs["baseline"] = _read_json(baseline_path)
-        columns["baseline"] = evaluate_captions(split.annotations(), outputs["baseline"])
-        print(f"[eval] baseline: {world_lib.BASELINE_NAME}")
-    saved = {
-        name: {"scores": value.scores, "not_computed": value.not_computed}
-        for name, value in columns.items()
-    }
-    rates = world_lib.hallucination_of(args, args.split, outputs)
+    outputs, rates = {next(iter(columns)): results}, {}
+    if not data_flags_given(args):
+        world = _world.folder_of(args)
+        baseline_path = os.path.join(world, f"baseline_{args.split}.json")
+        if os.path.exists(baseline_path):
+            outputs["baseline"] = load_json(baseline_path, "captions")
+            columns["baseline"] = metrics.evaluate_captions(
+                coco_captions.coco_annotations(split.records), outputs["baseline"])
+            print(f"[eval] baseline: {BASELINE_NAME}")
+        pairs = hallucination.scene_pairs(os.path.join(world, f"scenes_{args.split}.json"))
+        bias = _world.world_bias(world)
+        if bias is not None:
+            print(f"[eval] hallucination: colour-shape claims absent from the scene; the bias "
+                  f"{bias[1]} {bias[0]} (biased@cf: over the {bias[0]}s of other colours only)")
+        rates = {name: hallucination.hallucination_rates(captions, pairs, bias)
+                 for name, captions in outputs.items()}
+    saved = {name: {"scores": value.scores, "not_computed": value.not_computed}
+             for name, value in columns.items()}
     for name, values in rates.items():
         saved[name]["hallucination"] = values
     write_json(os.path.join(args.output_dir, f"{args.split}_scores.json"), saved)
-    for line in score_table(columns) + hallucination_table(rates, list(columns)):
+    for line in report.score_table(columns) + report.hallucination_table(rates, list(columns)):
         _cli.emit(line)
     return scores
 
 
-def hallucination_table(columns, titles):
-    """Result lines of the colour-shape hallucination rates (percent)
-    under the score table's `titles` ("-" where not computed)."""
-    if not columns:
-        return []
-    rows = (("CHAIR_i", "chair_i"), ("CHAIR_s", "chair_s"), ("biased", "biased_pair"),
-            ("biased@cf", "biased_pair_conflict"))
-    first = next(iter(columns.values()))
-    lines = []
-    for label, key in rows:
-        if key not in first:
-            continue
-        values = [columns.get(t, {}).get(key) for t in titles]
-        lines.append(f"{label:10s}" + "".join(
-            f" {100 * v:13.2f}%" if v is not None else f" {'-':>14s}" for v in values))
-    return lines
-
-
 def caption_split(args, trained, splits=None, save=True):
-    """Beam-search captions of the --split images and their scores;
-    `save` writes them to DIR/<split>_results.json.
-
-    Returns:
-        `(CaptionScores, Split, results)`, the results in the COCO format.
-    """
+    """`(CaptionScores, split, results)`: beam-search captions of the
+    --split images (COCO results; `save` writes DIR/<split>_results.json)
+    and their scores."""
     if splits is None or args.split not in splits:
         splits = load_splits(args, trained[2], (args.split,))
     if args.split not in splits:
         raise _cli.UsageError(f"no {args.split} captions: give --captions_{args.split} "
                               "or --karpathy_json")
-    split = splits[args.split]
-    start = time.time()
-    captions = caption_images(trained, split.store, split.image_ids, args)
+    split, start = splits[args.split], time.time()
+    image_ids = [r.image_id for r in split.records]
+    captions = caption_images(trained, split.store, image_ids, args)
     seconds = time.time() - start
-    results = [{"image_id": i, "caption": c} for i, c in zip(split.image_ids, captions)]
-    scores = evaluate_captions(split.annotations(), results)
+    results = coco_captions.coco_results(image_ids, captions)
+    scores = metrics.evaluate_captions(coco_captions.coco_annotations(split.records), results)
     print(f"[eval] {len(results)} {args.split} images, beam {args.beam_size}: {seconds:.0f} s;"
           f" CIDEr-D {scores.scores['CIDEr']:.4f}")
     for record, caption in list(zip(split.records, captions))[: args.examples]:
@@ -662,43 +479,30 @@ def caption_split(args, trained, splits=None, save=True):
     return scores, split, results
 
 
-def _read_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def decode(args):
     """Captions every image of --features (or of --images, extracted first)."""
     trained = load_trained(args)
-    settings = trained[2]
     path = args.features
     if args.images:
         path = os.path.join(args.output_dir, "extracted")
         extract(args, output=path)
-    store = image_features.open_features(path, settings["feature_kind"])
+    store = image_features.open_features(path, trained[2]["feature_kind"])
     image_ids = list(store.image_ids())
     captions = caption_images(trained, store, image_ids, args)
-    results = [{"image_id": _json_id(i), "caption": c} for i, c in zip(image_ids, captions)]
+    results = coco_captions.coco_results(image_ids, captions)
     _seq2seq.deliver(args, [f"{r['image_id']}\t{r['caption']}" for r in results], "captions",
                      results)
     return results
 
 
-def _json_id(image_id):
-    try:
-        return int(image_id)
-    except (TypeError, ValueError):
-        return str(image_id)
-
-
 def score(args):
     """Scores a COCO results file against COCO caption annotations."""
-    scores = evaluate_captions(args.annotations, args.results)
+    scores = metrics.evaluate_captions(args.annotations, args.results)
     if args.output:
         write_json(args.output, {"scores": scores.scores, "not_computed": scores.not_computed,
                                  "per_image": scores.per_image})
         print(f"[score] corpus and per-image scores -> {args.output}")
-    for line in score_table({"score": scores}):
+    for line in report.score_table({"score": scores}):
         _cli.emit(line)
     return scores
 
@@ -718,13 +522,13 @@ def extract(args, output=None):
 
 def visualize(args):
     """PNGs of the caption-to-image attention of the --split's first
-    --num_images images, DIR/attention/<image_id>.png: for a grid run
-    (`TransformerCaptioner`) the most attended area of each generated word
-    (`draw_areas`), for a region run the in-sample and cross-sample streams
-    of a few words (`draw_streams`), at the --layer decoder layer."""
+    --num_images images, DIR/attention/<image_id>.png, at the --layer
+    decoder layer: for a grid run (`TransformerCaptioner`) the most
+    attended area of each generated word, for a region run the in-sample
+    and cross-sample streams of a few words (`draw_caption_streams`)."""
     trained = load_trained(args)
-    settings = trained[2]
-    kind = "grid" if isinstance(trained[0], TransformerCaptioner) else "regions"
+    model, vocab, settings, _ = trained
+    kind = "grid" if isinstance(model, TransformerCaptioner) else "regions"
     if settings["feature_kind"] != kind:
         raise _cli.UsageError("visualize draws grid areas: the run uses region features"
                               if kind == "grid" else
@@ -734,85 +538,23 @@ def visualize(args):
         raise _cli.UsageError(f"no {args.split} captions to visualize")
     split = splits[args.split]
     chosen = split.records[: args.num_images]
-    captions = caption_images(trained, split.store, [r.image_id for r in chosen], args)
-    draw = draw_areas if kind == "grid" else draw_streams
-    pictures = ((record.image_id, draw(args, trained,
-                                       feature_batch(split.store, [record.image_id], kind),
-                                       caption, image), caption)
-                for record, caption, image in zip(chosen, captions,
-                                                  world_lib.images_of(args, split, chosen)))
-    return _run.save_pictures(os.path.join(args.output_dir, "attention"), pictures, "images")
-
-
-def _decoder_inputs(vocab, words):
-    """The teacher-forced decoder input `[1, T]` of a caption's `words` (EOS last)."""
-    targets = vocab.encode(words) + [1]
-    return np.array([[0] + targets[:-1]], "int32")
-
-
-def draw_areas(args, trained, features, caption, image):
-    """For each generated word (and EOS), the grid area it attends to most
-    (averaged over heads)."""
-    from keras_structattn.tasks import attention_maps
-
-    model, vocab, settings, _ = trained
-    words = caption.split()
-    weights = keras.ops.convert_to_numpy(model.encdec_attention(
-        features, _decoder_inputs(vocab, words), layer=args.layer))
-    areas = attention_maps.top_areas(weights[0], model.area_coordinates(args.layer))
-    return attention_maps.draw_word_areas(image, words + ["<eos>"], areas,
-                                          grid_shape=settings["feature_shape"][:2])
-
-
-# Words whose attention is drawn first: those a colour-shape confounder acts on.
-_DRAWN_WORDS = 4
-
-
-def _drawn_positions(words):
-    from keras_structattn.data.shapes_world.hallucination import is_colour_or_shape
-
-    chosen = [t for t, w in enumerate(words) if is_colour_or_shape(w)][:_DRAWN_WORDS]
-    return chosen or list(range(min(_DRAWN_WORDS, len(words))))
-
-
-def draw_streams(args, trained, features, caption, image):
-    """A CATT or Up-Down captioner's attention, IS beside CS.
-
-    For a few words of the caption (colours and shapes first): the
-    in-sample attention over the regions (a spotlight) beside the
-    cross-sample one: Transformer+CATT's CS stream over the encoder's CS
-    output (one entry per region, so also a spotlight), Up-Down+CATT's
-    over its global dictionary (the top entries as bars). Plain Up-Down
-    and Transformer runs draw the IS attention alone.
-    """
-    from keras_structattn.tasks import attention_maps
-
-    model, vocab, _, _ = trained
-    words = caption.split() + ["<eos>"]
-    decoder_inputs = _decoder_inputs(vocab, words[:-1])
-    if isinstance(model, CATTCaptioner):
-        weights = model.encdec_attention(features, decoder_inputs, layer=args.layer)
-        # [1, heads, T, R] -> [T, R], averaged over heads.
-        is_w, cs_w = (None if w is None else keras.ops.convert_to_numpy(w)[0].mean(0)
-                      for w in weights)
-        cs_kind = "regions"
+    image_ids = [r.image_id for r in chosen]
+    captions = caption_images(trained, split.store, image_ids, args)
+    if not data_flags_given(args):
+        images = _world.scene_images(_world.folder_of(args), split.name, image_ids)
+    elif not args.images:
+        raise _cli.UsageError("visualize needs --images, the folder of the split's images")
     else:
-        is_w, cs_w = (None if w is None else keras.ops.convert_to_numpy(w)[0]
-                      for w in model.attention_weights(features, decoder_inputs))
-        cs_kind = "dictionary"
-    real = np.asarray(features["mask"][0], bool)
-    boxes = np.asarray(features["boxes"][0])[real]
-    rows = []
-    for t in _drawn_positions(words):
-        left = attention_maps.draw_region_weights(
-            image, boxes, is_w[t][real], title=[f'"{words[t]}": in-sample (regions)'])
-        if cs_w is None:
-            rows.append(left)
-        elif cs_kind == "regions":
-            rows.append(attention_maps.beside(left, attention_maps.draw_region_weights(
-                image, boxes, cs_w[t][real],
-                title=[f'"{words[t]}": cross-sample ([V_C]_E)'])))
-        else:
-            rows.append(attention_maps.beside(left, attention_maps.draw_dictionary_weights(
-                {f'"{words[t]}": the visual dictionary': cs_w[t]}, left.height)))
-    return attention_maps.stacked(rows)
+        images = _world.read_images(args.images, [r.file_name for r in chosen], image_ids)
+
+    def draw(image_id, caption, image):
+        words = caption.split()
+        # The teacher-forced decoder input `[1, T]` of the caption (EOS last).
+        targets = vocab.encode(words) + [1]
+        return draw_caption_attention(
+            model, feature_batch(split.store, [image_id], kind),
+            np.array([[0] + targets[:-1]], "int32"), words + ["<eos>"], image, layer=args.layer,
+            grid_shape=settings["feature_shape"][:2] if kind == "grid" else None)
+
+    pictures = ((i, draw(i, c, image), c) for i, c, image in zip(image_ids, captions, images))
+    return _run.save_pictures(os.path.join(args.output_dir, "attention"), pictures, "images")

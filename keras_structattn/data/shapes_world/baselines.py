@@ -155,6 +155,19 @@ def biggest_caption(scene):
     return f"a {o.size} {o.color} {o.shape}"
 
 
+def baseline_captions(split):
+    """The "describe the biggest shape" captions of a split's images.
+
+    Args:
+        split: a generated `Split`.
+
+    Returns:
+        `[{"image_id", "caption"}]`, in the COCO results format.
+    """
+    return [{"image_id": scene.image_id, "caption": biggest_caption(scene)}
+            for scene in split.scenes]
+
+
 def _unigram_f1(hypothesis, references):
     hyp = collections.Counter(hypothesis.split())
     best = 0.0

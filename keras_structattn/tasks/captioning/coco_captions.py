@@ -483,6 +483,45 @@ def read_coco_captions(
     return CaptionRecords(out, report)
 
 
+def coco_annotations(records):
+    """Caption records as a COCO captions dict (the references to score against).
+
+    Args:
+        records: `ImageCaptions`.
+
+    Returns:
+        `{"images": [{"id", "file_name"}], "annotations": [{"id",
+        "image_id", "caption"}]}`, the annotations numbered from 0 in
+        order (`keras_structattn.metrics.evaluate_captions` reads it).
+    """
+    pairs = [(r.image_id, c) for r in records for c in r.captions]
+    return {
+        "images": [{"id": r.image_id, "file_name": r.file_name} for r in records],
+        "annotations": [{"id": k, "image_id": i, "caption": c}
+                        for k, (i, c) in enumerate(pairs)],
+    }
+
+
+def coco_results(image_ids, captions):
+    """Captions in the COCO results format.
+
+    Args:
+        image_ids: the images' ids; one that reads as an int (a feature
+            file's `"42"`) becomes one, any other is kept as a string.
+        captions: one caption string per image.
+
+    Returns:
+        `[{"image_id", "caption"}]`, in order.
+    """
+    def json_id(image_id):
+        try:
+            return int(image_id)
+        except (TypeError, ValueError):
+            return str(image_id)
+
+    return [{"image_id": json_id(i), "caption": c} for i, c in zip(image_ids, captions)]
+
+
 def caption_ids(tokens, vocab, max_length):
     """The target ids of one caption: its first `max_length` words, then EOS.
 
