@@ -21,15 +21,10 @@ baseline. Real RefCOCO / RefCOCO+ / RefCOCOg: --refs, --instances,
 (docs/grounding.md, "The recipe").
 """
 
-import os
-
 from recipes import _cli
 from recipes import _world
 
-DEFAULT_OUTPUT_DIR = os.path.join("runs", "grounding_shapes_world")
 COMMANDS = ("train", "evaluate", "predict", "visualize")
-# What --early_stopping may watch (each as val_<metric>).
-VALIDATION_METRICS = ("loss", "accuracy")
 RUN_DEFAULTS = dict(hparams_set=None, seed=1, target="iou", iou_threshold=0.5)
 # The hparams set of a new run on Shapes world / on real data (no --model:
 # one architecture, under the key None).
@@ -39,8 +34,7 @@ WORLD_SETS, PAPER_SETS = {None: "muan_grounding_tiny"}, {None: "muan_grounding_b
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
     parser, run = _cli.vl_parser(
-        __doc__, "python -m recipes.grounding", "grounding", COMMANDS, DEFAULT_OUTPUT_DIR,
-        RUN_DEFAULTS, hparams_example="num_layers=2,qk_gate=False",
+        __name__, __doc__, COMMANDS, RUN_DEFAULTS, hparams_example="num_layers=2,qk_gate=False",
         hparams_set_help=f"default {WORLD_SETS[None]} on Shapes world, {PAPER_SETS[None]} "
         "on real data")
     run.add_argument("--target", choices=("iou", "paper"), default=None,
@@ -64,7 +58,7 @@ def build_parser():
     _world.add_world_flags(data)
 
     _cli.add_vl_command_flags(
-        parser, VALIDATION_METRICS, "default: the hparams' epochs",
+        parser, ("loss", "accuracy"), "default: the hparams' epochs",
         title="evaluation, prediction and pictures",
         split_choices=None, split_commands="evaluate / predict / visualize",
         predict_batch_size=256, drawn="expressions",
@@ -75,18 +69,15 @@ def build_parser():
 
 def data_flags_given(args):
     """True when the command names real data (not the Shapes world default)."""
-    return bool(args.refs or args.instances)
+    return _cli.given(args, "refs", "instances")
 
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if bool(args.refs) != bool(args.instances):
-        raise _cli.UsageError("give --refs and --instances together")
-    if args.refs and not args.features:
-        raise _cli.UsageError("real refs need their region proposals: give --features")
+    _cli.refuse((bool(args.refs) != bool(args.instances), "give --refs and --instances together"),
+                (args.refs and not args.features,
+                 "real refs need their region proposals: give --features"))
 
 
-def main(argv=None):
-    """Runs `python -m recipes.grounding [command] [flags]`; returns what the command returns."""
-    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
-                        check=_cli.vl_check(check_args))
+main = _cli.recipe_main(__name__, build_parser, check_args,
+                        run_commands=("evaluate", "predict", "visualize"))
