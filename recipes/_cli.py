@@ -1,17 +1,13 @@
 """The command-line layer every recipe shares: flags, errors, output streams.
 
-A recipe is a package `recipes/<name>/` whose `__init__.py` builds its flags
-with `ArgumentParser` and the flag types below (no TensorFlow, JAX or Keras
-import, so a bad flag is refused in a fraction of a second) and whose
-`__main__.py` is `entry_point(main)`. `main(argv)` calls `execute`: it parses
-and checks the flags (`UsageError`), then runs the command with `sys.stdout`
-pointed at stderr, so status lines and any library's chatter go to stderr;
-results are written with `emit`, the only writer to the real stdout.
-
-`entry_point` turns exceptions into one line on stderr, `error: <message>`,
-and an exit status: 2 for usage errors (bad flags, files that do not fit, a
-run folder made with other settings), 1 for failures while working, 130 for
-Ctrl-C; `--debug` shows the traceback instead. Warnings are one line each.
+A recipe's `__init__.py` builds its flags with `ArgumentParser` and the flag
+types below, with no heavy import (a bad flag is refused at once); its
+`main(argv)` calls `execute`, which runs the command with `sys.stdout`
+pointed at stderr: results are written with `emit`, the only writer to the
+real stdout. `entry_point` turns exceptions into one line on stderr,
+`error: <message>`, and an exit status: 2 for usage errors (flags or the
+files they name that do not fit), 1 for failures while working, 130 for
+Ctrl-C; `--debug` shows the traceback. Warnings are one line each too.
 """
 
 import argparse
@@ -39,17 +35,9 @@ class UsageError(ValueError):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` raising `UsageError` instead of exiting,
-    with `--debug` (tracebacks instead of one-line errors).
-
-    Args:
-        doc: optional module docstring: its first line is the description,
-            the rest the epilog.
-        hparams_model_types: the `model_type`s of the hparams sets the
-            recipe takes; given, `--list_hparams_sets` prints them
-            (`models.registry`, no Keras) and exits 0.
-        **kwargs: `argparse.ArgumentParser` arguments.
-    """
+    """`argparse.ArgumentParser` raising `UsageError`, with `--debug`; `doc`
+    gives the description (its first line) and epilog, `hparams_model_types`
+    `--list_hparams_sets` (the sets of those model types)."""
 
     def __init__(self, doc=None, hparams_model_types=None, **kwargs):
         if doc:
@@ -68,8 +56,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 class _ListHparamsSets(argparse.Action):
-    """Prints `name<TAB>model_type<TAB>architecture` ("-" without one) of
-    each set, sorted by name, and exits 0 (as `--help`)."""
+    """Prints `name<TAB>model_type<TAB>architecture` per set and exits 0."""
 
     def __init__(self, option_strings, dest, model_types, **kwargs):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
@@ -88,8 +75,7 @@ class _ListHparamsSets(argparse.Action):
 
 
 def _number_type(convert, accept, requirement):
-    """The flag type of a number `convert(text)` for which `accept(value)`
-    holds, else "must be <requirement>"."""
+    """The type of a number `convert(text)` that `accept`s, else "must be ..."."""
     noun = "an integer" if convert is int else "a number"
 
     def parse(text):
@@ -114,26 +100,24 @@ positive_float = _number_type(non_negative_float, lambda value: value > 0, "> 0"
 unit_interval = _number_type(non_negative_float, lambda value: value <= 1, "in [0, 1]")
 
 
-def input_file(text):
-    """A path to an existing, readable file."""
-    if not os.path.exists(text):
-        raise argparse.ArgumentTypeError(f"no such file: {text}")
-    if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
-    if not os.access(text, os.R_OK):
-        raise argparse.ArgumentTypeError(f"{text} is not readable")
-    return text
+def _existing(kind, access):
+    """The type of a path to an existing, readable `kind` (file or folder)."""
+    other = "folder" if kind == "file" else "file"
+
+    def parse(text):
+        if not os.path.exists(text):
+            raise argparse.ArgumentTypeError(f"no such {kind}: {text}")
+        if os.path.isdir(text) != (kind == "folder"):
+            raise argparse.ArgumentTypeError(f"{text} is a {other}, not a {kind}")
+        if not os.access(text, access):
+            raise argparse.ArgumentTypeError(f"{text} is not readable")
+        return text
+
+    return parse
 
 
-def input_folder(text):
-    """A path to an existing, readable folder."""
-    if not os.path.exists(text):
-        raise argparse.ArgumentTypeError(f"no such folder: {text}")
-    if not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
-    if not os.access(text, os.R_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text} is not readable")
-    return text
+input_file = _existing("file", os.R_OK)
+input_folder = _existing("folder", os.R_OK | os.X_OK)
 
 
 def input_file_or_folder(text):
@@ -171,16 +155,14 @@ def output_folder(text):
 
 
 def add_command_argument(parser, commands):
-    """The recipe's `command` (default `train`; `curves` too) and the run
-    folders `curves RUN [RUN ...]` draws."""
+    """The `command` (default `train`; or `curves RUN [RUN ...]`)."""
     parser.add_argument("command", nargs="?", default="train", choices=(*commands, "curves"))
     parser.add_argument("runs", nargs="*", metavar="RUN",
                         help="curves: the run folders to draw on one figure")
 
 
 def early_stopping_type(metrics):
-    """The type of `--early_stopping METRIC[:PATIENCE]`: `(metric, patience)`,
-    METRIC one of `metrics`, PATIENCE >= 1 (default 3)."""
+    """The type of `--early_stopping METRIC[:PATIENCE]`: `(metric, patience)`."""
     def parse(text):
         metric, _, patience = text.partition(":")
         if metric not in metrics:
@@ -192,10 +174,10 @@ def early_stopping_type(metrics):
 
 
 def add_budget_flags(group, metrics, train_steps=False):
-    """How long `train` runs (they may change when a run resumes;
-    docs/recipes.md, "Budgets"): `--train_steps` (with `train_steps`, for
-    recipes counting epochs), `--early_stopping` on one of `metrics`,
-    `--max_minutes`, `--warmup_fraction`, `--scale_schedule`."""
+    """How long `train` runs (docs/recipes.md, "Budgets"): `--train_steps`
+    (with `train_steps`, for recipes counting epochs), `--early_stopping`
+    on one of `metrics`, `--max_minutes`, `--warmup_fraction`,
+    `--scale_schedule`."""
     if train_steps:
         group.add_argument("--train_steps", type=positive_int, default=None,
                            help="stop at this many optimizer steps (default: the epochs decide)")
@@ -227,9 +209,7 @@ def _add_fit_flags(train, keep_checkpoints, jit_help="", no_eval_help="", verbos
 
 
 def add_distribution_flags(parser):
-    """`--distribute none|data_parallel`, `--devices` and the JAX
-    multi-process flags (docs/distributed.md); they may change when a run
-    resumes (a checkpoint does not depend on the devices that wrote it)."""
+    """`--distribute`, `--devices` and the JAX multi-process flags."""
     group = parser.add_argument_group(
         "distribution (may change when a run resumes; docs/distributed.md)")
     group.add_argument(
@@ -253,8 +233,7 @@ def add_distribution_flags(parser):
 
 
 def _check_distribution(args):
-    """The distribution flags that go together; sets JAX's CPU device count
-    before any recipe imports JAX."""
+    """Checks the distribution flags; sets JAX's CPU device count."""
     if not hasattr(args, "distribute"):
         return
     several = (args.num_processes or 1) > 1
@@ -286,16 +265,14 @@ def given(args, *names):
 
 
 def refuse(*rules):
-    """A recipe's checks of flags that go together, as `(refused, message)`
-    rules: raises `UsageError(message)` of the first refused one."""
+    """Raises `UsageError(message)` of the first refused `(refused, message)`."""
     for refused, message in rules:
         if refused:
             raise UsageError(message)
 
 
 def usage(function, *args):
-    """`function(*args)`, its ValueError (a bad hparams set or override, say)
-    as a usage error."""
+    """`function(*args)`, its ValueError as a usage error."""
     try:
         return function(*args)
     except ValueError as error:
@@ -303,8 +280,7 @@ def usage(function, *args):
 
 
 def require_run(output_dir, command):
-    """Raises `UsageError` unless `output_dir` holds a trained run (checked
-    with the flags, before any heavy import)."""
+    """Raises `UsageError` unless `output_dir` holds a trained run."""
     if not os.path.exists(os.path.join(output_dir, RUN_FILE)):
         raise UsageError(
             f"no trained run in {output_dir} (no {RUN_FILE}): run `train` with this "
@@ -312,8 +288,7 @@ def require_run(output_dir, command):
 
 
 def emit(text=""):
-    """Writes the result line `text` to stdout (the real one while a command
-    runs)."""
+    """Writes a result line to stdout (the real one while a command runs)."""
     stream = _results or sys.stdout
     stream.write(f"{text}\n")
     stream.flush()
@@ -323,10 +298,8 @@ def emit(text=""):
 
 
 def execute(parser, argv, run, check=None):
-    """A recipe's `main`: parses `argv` (None: `sys.argv[1:]`), runs the
-    light `check(args)` (raising `UsageError`) if given, then `run(args)`,
-    the command, which may import heavy libraries; returns what it returns.
-    """
+    """A recipe's `main`: parses `argv`, runs the light `check(args)`
+    (raising `UsageError`), then returns `run(args)`, the command."""
     global _results
     args = parser.parse_args(argv)
     if getattr(args, "command", None) == "curves":
@@ -348,11 +321,10 @@ def execute(parser, argv, run, check=None):
 
 
 def recipe_main(package, build_parser, check, run_commands):
-    """The `main(argv)` of a recipe package (`__name__` of its `__init__`):
-    `execute` with its parser; the checks are `--distribute` only for
-    `train`, the recipe's `check(args)`, and a trained run in --output_dir
-    for `run_commands`. The command is `<package>.commands.run(args)`,
-    imported (TensorFlow, the models) only once the flags are checked."""
+    """The `main(argv)` of a recipe package: `execute` with its parser,
+    checks (`--distribute` only for `train`, `check(args)`, a trained run
+    for `run_commands`) and `<package>.commands.run(args)`, imported (the
+    heavy part) only once the flags are checked."""
     def checks(args):
         if args.command != "train" and args.distribute != "none":
             raise UsageError(f"--distribute is for train; {args.command} runs on one device")
@@ -374,9 +346,8 @@ def recipe_main(package, build_parser, check, run_commands):
 
 
 def curves_command(args):
-    """`curves RUN [RUN ...]`: one figure of several runs (for seed
-    comparisons), to `--output_file` (default `curves.png` in the current
-    folder); prints its path (`recipes._curves`)."""
+    """`curves RUN [RUN ...]`: one figure of several runs, to `--output_file`
+    (default `curves.png`); prints its path."""
     from recipes import _curves
 
     if not args.runs:
@@ -406,8 +377,7 @@ _START_UP_LINE = (
 @contextlib.contextmanager
 def _native_start_up_lines_dropped():
     """Runs the body with file descriptor 2 captured, then writes back all
-    it caught but the native libraries' start-up INFO lines (warnings and
-    errors stay, in order)."""
+    but the native libraries' start-up INFO lines."""
     import tempfile
 
     sys.stderr.flush()
@@ -433,10 +403,7 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def entry_point(main, argv=None):
-    """Runs `main(argv)` (argv None: `sys.argv[1:]`) as a command-line tool
-    and exits: errors become `error: <message>` on stderr and exit status 2
-    (`UsageError`) or 1 (anything else); `--debug` lets the traceback
-    through."""
+    """Runs `main(argv)` as a command-line tool and exits (module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--debug" in argv:
         main(argv)
@@ -470,30 +437,26 @@ def _one_line(error):
 # The flags of the VQA, grounding and TextVQA recipes (`recipes._vl.Task`).
 
 VL_EPILOG = """
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch over the devices (JAX: also across hosts
-with --coordinator_address/--num_processes/--process_id; TensorFlow: one
-machine, steps without XLA). The batch is the global one and must split
-evenly; the validation items are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
+`train --distribute data_parallel [--devices N]` splits every batch (the
+global one: it must split evenly) over the devices (docs/distributed.md);
+a run may resume on another number of devices.
 
-Everything lives in --output_dir: the settings (run.json), hparams, the
-vocabularies, per-epoch checkpoints (written atomically: a killed `train`
-resumes from its last checkpoint when run again), history.csv and
-TensorBoard logs. Results go to stdout, everything else to stderr; errors
-are one line (--debug for the traceback), exit status 2 for a bad command
-line, 1 for a failure.
+Everything lives in --output_dir: settings (run.json), hparams,
+vocabularies, checkpoints (a killed `train` resumes), history.csv and
+TensorBoard logs. Results go to stdout, the rest to stderr; errors are one
+line (--debug: the traceback), exit status 2 for a bad command line, 1 for
+a failure.
 """
 
 
 def vl_parser(package, doc, commands, run_defaults, *, models=None, hparams_set_help,
-              hparams_example):
-    """A vision-and-language recipe's parser: `commands`, --output_dir
-    (runs/<name>_shapes_world, for `package` recipes.<name>; <name> is also
-    its hparams sets' model_type), and the run group's --model (with
-    `models`), --hparams_set, --hparams and --seed (`run_defaults`); the
-    recipe's `doc` then `VL_EPILOG` as the help. Returns `(parser, run)`."""
+              hparams_example, metrics, epochs_help, title, split_choices, split_commands,
+              predict_batch_size, drawn, output_file_help):
+    """A vision-and-language recipe's parser, for `package` recipes.<name>
+    (<name>: its hparams sets' model_type and --output_dir); `models` None:
+    no --model. Returns `(parser, run, data, out)`: the parser and the
+    groups for the recipe's own flags (training and distribution are
+    complete)."""
     name = package.split(".")[-1]
     parser = ArgumentParser(doc + VL_EPILOG, hparams_model_types=(name,),
                             prog=f"python -m {package}")
@@ -508,15 +471,7 @@ def vl_parser(package, doc, commands, run_defaults, *, models=None, hparams_set_
     run.add_argument("--hparams", default="",
                      help=f'comma-separated overrides, e.g. "{hparams_example}"')
     run.add_argument("--seed", type=int, default=None, help=f"default {run_defaults['seed']}")
-    return parser, run
-
-
-def add_vl_command_flags(parser, metrics, epochs_help, *, title, split_choices,
-                         split_commands, predict_batch_size, drawn, output_file_help):
-    """The training group (early stopping on `metrics`), the distribution
-    group, then the `title` group's --split (for `split_commands`),
-    --predict_batch_size, --weights, --output_file, --num_<drawn> and
-    --images; returns that group, for the recipe's other flags."""
+    data = parser.add_argument_group("data (default: generated Shapes world)")
     train = parser.add_argument_group("training (may change when a run resumes)")
     train.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
     add_budget_flags(train, metrics, train_steps=True)
@@ -535,12 +490,11 @@ def add_vl_command_flags(parser, metrics, epochs_help, *, title, split_choices,
                      help=f"visualize: {drawn} to draw")
     out.add_argument("--images", type=input_folder,
                      help="visualize (real data): the folder of the split's images")
-    return out
+    return parser, run, data, out
 
 
 def add_vl_data_flags(data, records, word_vectors=False):
-    """--word_vectors (with `word_vectors`) and --skip_invalid (malformed
-    `records` and images without features)."""
+    """--word_vectors (with `word_vectors`) and --skip_invalid (of `records`)."""
     if word_vectors:
         data.add_argument("--word_vectors", type=input_file,
                           help="GloVe-format text file (word v1 ... vd) to initialise the word "
@@ -565,9 +519,7 @@ def add_vl_score_flags(out, annotations_help, output_help):
 
 def seq2seq_parser(package, doc, commands, output_dir, hparams_model_types, models, *,
                    model_help, hparams_set_help, hparams_example, seed):
-    """A sequence-to-sequence recipe's parser: `commands`, --output_dir,
-    and the run group's --model (`models`), --hparams_set, --hparams and
-    --seed; `doc` as the help. Returns `(parser, run)`."""
+    """A sequence-to-sequence recipe's parser and its run group."""
     parser = ArgumentParser(doc, hparams_model_types=hparams_model_types,
                             prog=f"python -m {package}")
     add_command_argument(parser, commands)
@@ -584,9 +536,7 @@ def seq2seq_parser(package, doc, commands, output_dir, hparams_model_types, mode
 
 def add_seq2seq_training_flags(parser, metrics, *, train_steps, train_steps_help,
                                steps_per_checkpoint, keep_checkpoints):
-    """The training group: `--train_steps`, `--steps_per_checkpoint`, the
-    budget flags (early stopping on `metrics`), `--keep_checkpoints`,
-    `--jit`, `--no_eval`, `--verbose`; returns it for the recipe's own."""
+    """Adds and returns the training group (early stopping on `metrics`)."""
     train = parser.add_argument_group("training (may change when a run resumes)")
     train.add_argument("--train_steps", type=positive_int, default=train_steps,
                        help=train_steps_help)
@@ -600,10 +550,8 @@ def add_seq2seq_training_flags(parser, metrics, *, train_steps, train_steps_help
 
 def add_decoding_flags(parser, title, *, beam_size, alpha, decode_batch_size, weights_help,
                        outputs, output_file_help):
-    """The `title` group of beam search: `--beam_size`, `--alpha`,
-    `--decode_batch_size`, `--weights`, `--output_file` (decode),
-    `--examples` (evaluate's `outputs` shown on stderr); returns it for the
-    recipe's own."""
+    """Adds and returns the `title` group of beam search (`--examples`:
+    evaluate's `outputs` shown on stderr)."""
     dec = parser.add_argument_group(title)
     dec.add_argument("--beam_size", type=positive_int, default=beam_size)
     dec.add_argument("--alpha", type=non_negative_float, default=alpha,

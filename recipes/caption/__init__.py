@@ -8,38 +8,29 @@
     python -m recipes.caption visualize [--num_images 8]  # attended areas per word, PNG
     python -m recipes.caption extract  --images DIR --features_out DIR --backbone_weights W
 
-With no data flags it generates Shapes world (keras_structattn.data.shapes_world:
-deterministic scenes of shapes with checked captions, cached under
-DIR/shapes_world) and trains `captioner_tiny_area2x2` (area attention of up
-to 2x2 grid cells in the first 2 layers of the encoder self-attention and
-of the caption-to-image attention; Li et al., 2019, arXiv:1810.10126,
-Sec. 4.3) on its 8x8 grid features: label-smoothed cross-entropy, then
-self-critical training with a CIDEr-D reward (Rennie et al., 2017,
-arXiv:1612.00563), then beam search over the test images, scored next to
-the "describe the biggest shape" baseline.
+With no data flags it generates Shapes world (keras_structattn.data.shapes_world,
+cached under DIR/shapes_world) and trains `captioner_tiny_area2x2` (area
+attention of up to 2x2 grid cells in the first 2 layers; Li et al., 2019,
+arXiv:1810.10126, Sec. 4.3) on its 8x8 grid features: label-smoothed
+cross-entropy, then self-critical training with a CIDEr-D reward (Rennie et
+al., 2017, arXiv:1612.00563), then beam search over the test images, scored
+next to the "describe the biggest shape" baseline.
 
---model picks the captioner (docs/captioning.md): `area` (the default
-above), `transformer`, `catt` (Transformer+CATT, Yang et al., 2021,
-arXiv:2103.03493), `butd` (Up-Down, Anderson et al., 2018,
-arXiv:1707.07998) or `butd_catt` (Up-Down+CATT); each trains its tiny set
-on Shapes world, its paper-sized one on real data. --world_bias
-SHAPE=COLOR:P makes a train/val confounder (test unbiased), and `evaluate`
-then also reports CHAIR-style colour-shape hallucination rates.
+--model picks the captioner (docs/captioning.md): `area` (the default),
+`transformer`, `catt` (Transformer+CATT, arXiv:2103.03493), `butd` (Up-Down,
+arXiv:1707.07998) or `butd_catt`; each trains its tiny set on Shapes world,
+its paper-sized one on real data. --world_bias SHAPE=COLOR:P makes a
+train/val confounder, and `evaluate` then also reports CHAIR-style
+hallucination rates. Real COCO: --karpathy_json or --captions_* files and
+--features; `extract` writes grid features with a keras.applications
+backbone from a local weights file.
 
-Real COCO (docs/captioning.md, "Real COCO"): --karpathy_json or
---captions_* files, and --features (grid or region features); `extract`
-writes grid features with a keras.applications backbone from a local
-weights file (nothing is downloaded).
-
-Everything lives in --output_dir (docs/captioning.md): the settings,
-hparams, vocabulary, checkpoints of both training phases (a killed
-`train` resumes from its last checkpoint when run again), history CSVs and
-TensorBoard logs. Results go to stdout, everything else to stderr; errors
-are one line (--debug for the traceback), exit status 2 for a bad command
-line, 1 for a failure (docs/recipes.md). `train --distribute
-data_parallel [--devices N]` splits every batch, cross-entropy and
-self-critical, over the devices; --batch_size and --scst_images must split
-evenly (docs/distributed.md).
+Everything lives in --output_dir: settings, hparams, vocabulary, checkpoints
+of both phases (a killed `train` resumes), history CSVs and TensorBoard
+logs. Results go to stdout, the rest to stderr; errors are one line
+(--debug: the traceback), exit status 2 for a bad command line, 1 for a
+failure. `train --distribute data_parallel` splits every batch over the
+devices; --batch_size and --scst_images must split evenly.
 """
 
 import os

@@ -33,10 +33,16 @@ WORLD_SETS, PAPER_SETS = {None: "muan_grounding_tiny"}, {None: "muan_grounding_b
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser, run = _cli.vl_parser(
+    parser, run, data, out = _cli.vl_parser(
         __name__, __doc__, COMMANDS, RUN_DEFAULTS, hparams_example="num_layers=2,qk_gate=False",
         hparams_set_help=f"default {WORLD_SETS[None]} on Shapes world, {PAPER_SETS[None]} "
-        "on real data")
+        "on real data",
+        metrics=("loss", "accuracy"), epochs_help="default: the hparams' epochs",
+        title="evaluation, prediction and pictures",
+        split_choices=None, split_commands="evaluate / predict / visualize",
+        predict_batch_size=256, drawn="expressions",
+        output_file_help="predict: JSON [{ref_id, sent_id, image_id, bbox [x, y, w, h] "
+        "pixels}] (default: stdout, one line per expression)")
     run.add_argument("--target", choices=("iou", "paper"), default=None,
                      help="the ranking target over the proposals: their IoU with the referred "
                      "box normalised to sum to 1 (default), or the paper's softmax of the IoUs "
@@ -44,7 +50,6 @@ def build_parser():
     run.add_argument("--iou_threshold", type=_cli.unit_interval, default=None,
                      help="--target paper: IoUs at or below it count as 0 (default 0.5)")
 
-    data = parser.add_argument_group("data (default: generated Shapes world)")
     data.add_argument("--refs", type=_cli.input_file,
                       help="RefCOCO refs: refs(unc).p (pickle) or JSON")
     data.add_argument("--instances", type=_cli.input_file,
@@ -57,13 +62,6 @@ def build_parser():
     _cli.add_vl_data_flags(data, "refs", word_vectors=True)
     _world.add_world_flags(data)
 
-    _cli.add_vl_command_flags(
-        parser, ("loss", "accuracy"), "default: the hparams' epochs",
-        title="evaluation, prediction and pictures",
-        split_choices=None, split_commands="evaluate / predict / visualize",
-        predict_batch_size=256, drawn="expressions",
-        output_file_help="predict: JSON [{ref_id, sent_id, image_id, bbox [x, y, w, h] "
-        "pixels}] (default: stdout, one line per expression)")
     return parser
 
 

@@ -35,15 +35,21 @@ PAPER_SETS = {"m4c": "m4c_base", "sa_m4c": "sa_m4c_base"}
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser, run = _cli.vl_parser(
+    parser, run, data, out = _cli.vl_parser(
         __name__, __doc__, COMMANDS, RUN_DEFAULTS, models=MODELS,
         hparams_example="num_layers=2,learning_rate=2e-4",
-        hparams_set_help="default <model>_tiny on Shapes world, <model>_base on real data")
+        hparams_set_help="default <model>_tiny on Shapes world, <model>_base on real data",
+        metrics=("loss", "accuracy"),
+        epochs_help="default: the hparams' epochs (89 for the papers')",
+        title="evaluation, prediction and scoring", split_choices=SPLITS,
+        split_commands="evaluate / visualize",
+        predict_batch_size=128, drawn="questions",
+        output_file_help="predict: results JSON [{question_id, answer}] (default: stdout, "
+        "one `question_id<TAB>answer` line per question)")
     run.add_argument("--graph", choices=("spatial", "random"), default=None,
                      help="sa_m4c: the relation graph: the spatial graph of the boxes "
                      "(default) or a random label per pair (the paper's control)")
 
-    data = parser.add_argument_group("data (default: generated Shapes world)")
     for split in SPLITS:
         data.add_argument(f"--imdb_{split}", type=_cli.input_file,
                           help=f"mmf TextVQA imdb (.npy) of the {split} split")
@@ -63,13 +69,6 @@ def build_parser():
     _cli.add_vl_data_flags(data, "imdb entries")
     _world.add_world_flags(data, train=1500, val=150, test=400)
 
-    out = _cli.add_vl_command_flags(
-        parser, ("loss", "accuracy"), "default: the hparams' epochs (89 for the papers')",
-        title="evaluation, prediction and scoring",
-        split_choices=SPLITS, split_commands="evaluate / visualize",
-        predict_batch_size=128, drawn="questions",
-        output_file_help="predict: results JSON [{question_id, answer}] (default: stdout, "
-        "one `question_id<TAB>answer` line per question)")
     out.add_argument("--imdb", type=_cli.input_file, help="predict: the questions' imdb")
     _cli.add_vl_score_flags(out, 'TextVQA annotation JSON ({"data": [...]}) or an imdb',
                             "also write {accuracy, anls, per_question} JSON here")

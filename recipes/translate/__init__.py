@@ -8,18 +8,17 @@
     python -m recipes.translate export   # SavedModel: raw strings -> translations
     python -m recipes.translate record   # the training batches, for `train --recorded`
 
-With no data flags it trains on the Tatoeba English-German subset that ships
-with the package (CC BY 2.0 FR, see keras_structattn/tasks/translation/tatoeba_en_de/
-NOTICE.md): `transformer_tiny_area` (area attention of width 3 in both
-layers), a joint SentencePiece vocabulary, 900 steps (about 7 minutes on
-2 CPU cores), then beam-search decoding of the test split, scored with
-sacreBLEU against all references of each English source.
+With no data flags it trains `transformer_tiny_area` (area attention of width 3
+in both layers) on the Tatoeba English-German subset that ships with the
+package (CC BY 2.0 FR, keras_structattn/tasks/translation/tatoeba_en_de/
+NOTICE.md) for 900 steps (about 7 minutes on 2 CPU cores), then decodes
+the test split with beam search, scored with sacreBLEU against all
+references of each source.
 
-Everything lives in `--output_dir` (docs/translation.md): the run's
-settings, hparams and vocabulary, checkpoints (a killed `train` resumes
-from its last one when run again) and TensorBoard logs. Results go to
-stdout, everything else to stderr; errors are one line (`--debug` for the
-traceback), exit status 2 for a bad command line, 1 for a failure
+Everything lives in `--output_dir` (docs/translation.md): settings, hparams,
+vocabulary, checkpoints (a killed `train` resumes) and TensorBoard logs.
+Results go to stdout, the rest to stderr; errors are one line (`--debug`:
+the traceback), exit status 2 for a bad command line, 1 for a failure
 (docs/recipes.md). `train --distribute data_parallel [--devices N]`
 splits every batch over the devices (docs/distributed.md).
 """

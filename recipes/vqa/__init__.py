@@ -43,11 +43,18 @@ ARCHITECTURES = {"transformer": "catt"}
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser, run = _cli.vl_parser(
+    parser, run, data, out = _cli.vl_parser(
         __name__, __doc__, COMMANDS, RUN_DEFAULTS,
         models=MODELS, hparams_example="num_layers=4,qk_gate=False",
         hparams_set_help="default <model>_tiny on Shapes world, the paper's set on real data "
-        f"({', '.join(PAPER_SETS.values())})")
+        f"({', '.join(PAPER_SETS.values())})",
+        metrics=("loss", "soft_accuracy", "accuracy"),
+        epochs_help="default: the hparams' epochs (13 for the paper's sets)",
+        title="evaluation, prediction and scoring", split_choices=SPLITS,
+        split_commands="evaluate / visualize",
+        predict_batch_size=256, drawn="questions",
+        output_file_help="predict: results JSON (default: stdout, one "
+        "`question_id<TAB>answer` line per question)")
     run.add_argument("--min_answer_count", type=_cli.positive_int, default=None,
                      help="answers (normalised multiple_choice_answer) seen fewer times in "
                      f"the training and validation annotations are left out (default "
@@ -56,7 +63,6 @@ def build_parser():
                      help="CATT: the dictionaries' initialisation before training: K-means "
                      "(default) or uniform, the paper's 'w/o Init' (docs/vqa.md)")
 
-    data = parser.add_argument_group("data (default: generated Shapes world)")
     for split in SPLITS:
         data.add_argument(f"--questions_{split}", type=_cli.input_file,
                           help=f"VQA v2 questions JSON of the {split} split")
@@ -71,14 +77,6 @@ def build_parser():
     _cli.add_vl_data_flags(data, "questions", word_vectors=True)
     _world.add_world_flags(data)
 
-    out = _cli.add_vl_command_flags(
-        parser, ("loss", "soft_accuracy", "accuracy"),
-        "default: the hparams' epochs (13 for the paper's sets)",
-        title="evaluation, prediction and scoring",
-        split_choices=SPLITS, split_commands="evaluate / visualize",
-        predict_batch_size=256, drawn="questions",
-        output_file_help="predict: results JSON (default: stdout, one "
-        "`question_id<TAB>answer` line per question)")
     out.add_argument("--questions", type=_cli.input_file,
                      help="predict / score: VQA v2 questions JSON")
     _cli.add_vl_score_flags(out, "VQA v2 annotations JSON",
