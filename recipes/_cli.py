@@ -450,8 +450,9 @@ a failure.
 
 
 def vl_parser(package, doc, commands, run_defaults, *, models=None, hparams_set_help,
-              hparams_example, metrics, epochs_help, title, split_choices, split_commands,
-              predict_batch_size, drawn, output_file_help):
+              hparams_example, metrics, epochs_help, predict_batch_size, output_file_help,
+              title="evaluation, prediction and scoring", split_choices=("train", "val", "test"),
+              split_commands="evaluate / visualize", drawn="questions"):
     """A vision-and-language recipe's parser, for `package` recipes.<name>
     (<name>: its hparams sets' model_type and --output_dir); `models` None:
     no --model. Returns `(parser, run, data, out)`: the parser and the

@@ -7,10 +7,9 @@
     python -m recipes.grounding visualize [--num_expressions 8]   # PNG per expression
 
 The model (`models/vqa/muan.py`, docs/grounding.md) is MUAN's grounding
-architecture (arXiv:1908.04107, Sec. III-B): each region proposal gets a
-ranking score and a refinement of its box, trained with the KL divergence
-to the proposals' IoU-derived target (--target) plus a smooth-L1 box
-regression. The prediction, the top proposal's refined box, is correct at
+architecture (arXiv:1908.04107, Sec. III-B): a ranking score and a box
+refinement per region proposal (KL divergence to an IoU-derived target,
+--target, plus smooth-L1); the top proposal's refined box is correct at
 IoU > 0.5 with the referred box.
 
 With no data flags it generates Shapes world referring expressions
@@ -26,8 +25,7 @@ from recipes import _world
 
 COMMANDS = ("train", "evaluate", "predict", "visualize")
 RUN_DEFAULTS = dict(hparams_set=None, seed=1, target="iou", iou_threshold=0.5)
-# The hparams set of a new run on Shapes world / on real data (no --model:
-# one architecture, under the key None).
+# The hparams set of a new run on Shapes world / real data (no --model: key None).
 WORLD_SETS, PAPER_SETS = {None: "muan_grounding_tiny"}, {None: "muan_grounding_base"}
 
 

@@ -41,9 +41,7 @@ def build_parser():
         hparams_set_help="default <model>_tiny on Shapes world, <model>_base on real data",
         metrics=("loss", "accuracy"),
         epochs_help="default: the hparams' epochs (89 for the papers')",
-        title="evaluation, prediction and scoring", split_choices=SPLITS,
-        split_commands="evaluate / visualize",
-        predict_batch_size=128, drawn="questions",
+        predict_batch_size=128,
         output_file_help="predict: results JSON [{question_id, answer}] (default: stdout, "
         "one `question_id<TAB>answer` line per question)")
     run.add_argument("--graph", choices=("spatial", "random"), default=None,

@@ -8,10 +8,8 @@
     python -m recipes.vqa visualize [--num_questions 8]   # attention over the regions, PNG
 
 Models (`models/vqa/`; docs/vqa.md): MCAN (arXiv:1906.10770), MCAN+PA
-(positional attention), MUAN (arXiv:1908.04107) and Transformer+CATT
-(`--model catt`, arXiv:2103.03493; its dictionaries fitted by K-means
-before training, or uniform with --dictionary_init uniform) and its
-non-CATT twin (`--model transformer`).
+(positional attention), MUAN (arXiv:1908.04107), Transformer+CATT (`catt`,
+arXiv:2103.03493) and its non-CATT twin (`transformer`).
 
 With no data flags it generates Shapes world VQA (cached under
 DIR/shapes_world), trains `<model>_tiny` on its region features and prints
@@ -50,9 +48,7 @@ def build_parser():
         f"({', '.join(PAPER_SETS.values())})",
         metrics=("loss", "soft_accuracy", "accuracy"),
         epochs_help="default: the hparams' epochs (13 for the paper's sets)",
-        title="evaluation, prediction and scoring", split_choices=SPLITS,
-        split_commands="evaluate / visualize",
-        predict_batch_size=256, drawn="questions",
+        predict_batch_size=256,
         output_file_help="predict: results JSON (default: stdout, one "
         "`question_id<TAB>answer` line per question)")
     run.add_argument("--min_answer_count", type=_cli.positive_int, default=None,
