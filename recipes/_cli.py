@@ -1,23 +1,13 @@
 """The command-line layer every recipe shares: flags, errors, output streams.
 
-A recipe is a package `recipes/<name>/` whose `__init__.py` builds its
-flags with `ArgumentParser` and the flag types below (no TensorFlow, JAX or
-Keras import there, so that a bad flag is refused in a fraction of a second)
-and whose `__main__.py` is `entry_point(main)`. `main(argv)` calls `execute`,
-which
-
-- parses the flags (`UsageError` on a bad one),
-- runs the recipe's own flag checks (`UsageError`),
-- runs the command with `sys.stdout` pointed at stderr, so that status
-  lines, Keras' progress bars and any library's chatter go to stderr;
-  results (scores, translations, captions) are written with `emit`, the
-  only writer to the real stdout, so `... > out.txt` holds results only.
-
-`entry_point` turns exceptions into one line on stderr, `error: <message>`,
-and an exit status: 2 for usage errors (bad flags, files or folders named
-by flags that do not fit, a run folder made with other settings), 1 for
-failures while working, 130 for Ctrl-C. `--debug` shows the traceback
-instead. Warnings are one line each too (`warning: ...`).
+A recipe's `__init__.py` builds its flags with `ArgumentParser` and the flag
+types below, with no heavy import (a bad flag is refused at once); its
+`main(argv)` calls `execute`, which runs the command with `sys.stdout`
+pointed at stderr: results are written with `emit`, the only writer to the
+real stdout. `entry_point` turns exceptions into one line on stderr,
+`error: <message>`, and an exit status: 2 for usage errors (flags or the
+files they name that do not fit), 1 for failures while working, 130 for
+Ctrl-C; `--debug` shows the traceback. Warnings are one line each too.
 """
 
 import argparse
@@ -26,42 +16,33 @@ import os
 import sys
 import warnings
 
-# TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not
-# status a recipe's user needs; set before any recipe imports TensorFlow.
+# TensorFlow's C++ start-up chatter is not status a recipe's user needs;
+# set before any recipe imports TensorFlow.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
 INTERRUPTED_EXIT = 130
+RUN_FILE = "run.json"  # a run folder holds a run once this is in it (`recipes._run`)
+RUN_GROUP = "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
 
 _results = None  # the real stdout while a command runs (see `execute`)
 
 
 class UsageError(ValueError):
-    """A command line that cannot be run as given: exit status 2.
-
-    A `ValueError`, so that code calling `main(argv)` in-process can catch
-    it like the library's argument errors.
-    """
+    """A command line that cannot be run as given: exit status 2 (a
+    `ValueError`, so in-process callers of `main(argv)` can catch it)."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` raising `UsageError` instead of exiting.
+    """`argparse.ArgumentParser` raising `UsageError`, with `--debug`; `doc`
+    gives the description (its first line) and epilog, `hparams_model_types`
+    `--list_hparams_sets` (the sets of those model types)."""
 
-    Every recipe's parser has `--debug` (tracebacks instead of one-line
-    errors), and a recipe that takes hparams sets has
-    `--list_hparams_sets`.
-
-    Args:
-        hparams_model_types: the `model_type`s of the hparams sets the
-            recipe takes; given, the parser has `--list_hparams_sets`,
-            which prints them (`models.registry`, no Keras) and exits 0.
-        **kwargs: `argparse.ArgumentParser` arguments.
-    """
-
-    def __init__(self, hparams_model_types=None, **kwargs):
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        super().__init__(**kwargs)
+    def __init__(self, doc=None, hparams_model_types=None, **kwargs):
+        if doc:
+            kwargs.update(description=doc.split("\n")[0], epilog=doc.split("\n", 1)[1])
+        super().__init__(formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
         self.add_argument("--debug", action="store_true",
                           help="on an error, show the Python traceback")
         if hparams_model_types:
@@ -74,113 +55,74 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def hparams_sets_listing(model_types):
-    """The `--list_hparams_sets` lines: `name<TAB>model_type<TAB>architecture`
-    ("-" without one) of every set of `model_types`, sorted by name."""
-    from models import registry  # noqa: PLC0415 (keras-free, only when listing)
-
-    return [
-        f"{name}\t{registry.model_type(name)}\t{registry.architecture(name) or '-'}"
-        for name in registry.registered(model_types)
-    ]
-
-
 class _ListHparamsSets(argparse.Action):
-    """`--list_hparams_sets`: prints the recipe's sets on stdout and exits 0
-    (as `--help`, with no command needed)."""
+    """Prints `name<TAB>model_type<TAB>architecture` per set and exits 0."""
 
     def __init__(self, option_strings, dest, model_types, **kwargs):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
         self.model_types = model_types
 
     def __call__(self, parser, namespace, values, option_string=None):
-        for line in hparams_sets_listing(self.model_types):
-            print(line)
+        from models import registry  # noqa: PLC0415 (keras-free, only when listing)
+
+        for name in registry.registered(self.model_types):
+            print(f"{name}\t{registry.model_type(name)}\t{registry.architecture(name) or '-'}")
         parser.exit(0)
 
 
-# ------------------------------------------------------------- flag types
-# argparse calls these on the flag's text; their ValueError/TypeError
-# messages become "argument --flag: ..." usage errors.
+# Flag types: argparse calls them on the flag's text; their
+# ArgumentTypeError messages become "argument --flag: ..." usage errors.
 
 
-def _integer(text):
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+def _number_type(convert, accept, requirement):
+    """The type of a number `convert(text)` that `accept`s, else "must be ..."."""
+    noun = "an integer" if convert is int else "a number"
+
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if not accept(value):
+            shown = value if convert is int else text
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {shown}")
+        return value
+
+    return parse
 
 
-def positive_int(text):
-    """An int >= 1."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+positive_int = _number_type(int, lambda value: value >= 1, ">= 1")
+non_negative_int = _number_type(int, lambda value: value >= 0, ">= 0")
+non_negative_float = _number_type(float, lambda value: 0 <= value < float("inf"),
+                                  "a finite number >= 0")
+# These refuse what non_negative_float refuses first, with its message.
+positive_float = _number_type(non_negative_float, lambda value: value > 0, "> 0")
+unit_interval = _number_type(non_negative_float, lambda value: value <= 1, "in [0, 1]")
 
 
-def non_negative_int(text):
-    """An int >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+def _existing(kind, access):
+    """The type of a path to an existing, readable `kind` (file or folder)."""
+    other = "folder" if kind == "file" else "file"
+
+    def parse(text):
+        if not os.path.exists(text):
+            raise argparse.ArgumentTypeError(f"no such {kind}: {text}")
+        if os.path.isdir(text) != (kind == "folder"):
+            raise argparse.ArgumentTypeError(f"{text} is a {other}, not a {kind}")
+        if not os.access(text, access):
+            raise argparse.ArgumentTypeError(f"{text} is not readable")
+        return text
+
+    return parse
 
 
-def non_negative_float(text):
-    """A finite float >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def positive_float(text):
-    """A finite float > 0."""
-    value = non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def unit_interval(text):
-    """A float in [0, 1]."""
-    value = non_negative_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
-    return value
-
-
-def input_file(text):
-    """A path to an existing, readable file."""
-    if not os.path.exists(text):
-        raise argparse.ArgumentTypeError(f"no such file: {text}")
-    if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
-    if not os.access(text, os.R_OK):
-        raise argparse.ArgumentTypeError(f"{text} is not readable")
-    return text
-
-
-def input_folder(text):
-    """A path to an existing, readable folder."""
-    if not os.path.exists(text):
-        raise argparse.ArgumentTypeError(f"no such folder: {text}")
-    if not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
-    if not os.access(text, os.R_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text} is not readable")
-    return text
+input_file = _existing("file", os.R_OK)
+input_folder = _existing("folder", os.R_OK | os.X_OK)
 
 
 def input_file_or_folder(text):
     """A path to an existing, readable file or folder."""
-    if os.path.isdir(text):
-        return input_folder(text)
-    return input_file(text)
+    return input_folder(text) if os.path.isdir(text) else input_file(text)
 
 
 def output_file(text):
@@ -209,17 +151,18 @@ def output_folder(text):
     return text
 
 
+# ------------------------------------------------------------ flag groups
+
+
 def add_command_argument(parser, commands):
-    """The recipe's `command` (default `train`), `curves` among the choices,
-    and the run folders `curves` draws (`curves RUN [RUN ...]`)."""
+    """The `command` (default `train`; or `curves RUN [RUN ...]`)."""
     parser.add_argument("command", nargs="?", default="train", choices=(*commands, "curves"))
     parser.add_argument("runs", nargs="*", metavar="RUN",
                         help="curves: the run folders to draw on one figure")
 
 
 def early_stopping_type(metrics):
-    """The flag type of `--early_stopping METRIC[:PATIENCE]`: `(metric,
-    patience)`, METRIC one of `metrics`, PATIENCE >= 1 (default 3)."""
+    """The type of `--early_stopping METRIC[:PATIENCE]`: `(metric, patience)`."""
     def parse(text):
         metric, _, patience = text.partition(":")
         if metric not in metrics:
@@ -231,12 +174,10 @@ def early_stopping_type(metrics):
 
 
 def add_budget_flags(group, metrics, train_steps=False):
-    """How long `train` runs, beside the recipe's steps or epochs:
-    `--early_stopping METRIC[:PATIENCE]` on a validation metric of
-    `metrics`, `--max_minutes`, `--warmup_fraction`, `--scale_schedule`,
-    and `--train_steps`
-    where the recipe counts epochs (`train_steps=True`). They may change
-    when a run resumes (docs/recipes.md, "Budgets")."""
+    """How long `train` runs (docs/recipes.md, "Budgets"): `--train_steps`
+    (with `train_steps`, for recipes counting epochs), `--early_stopping`
+    on one of `metrics`, `--max_minutes`, `--warmup_fraction`,
+    `--scale_schedule`."""
     if train_steps:
         group.add_argument("--train_steps", type=positive_int, default=None,
                            help="stop at this many optimizer steps (default: the epochs decide)")
@@ -257,29 +198,18 @@ def add_budget_flags(group, metrics, train_steps=False):
                             "schedule than one trained that long at once")
 
 
-def add_epoch_training_flags(parser, metrics, epochs_help="default: the hparams' epochs"):
-    """The training flags of the recipes that train in epochs (VQA,
-    grounding, TextVQA): `--epochs`, the budget flags (`add_budget_flags`
-    with early stopping on one of `metrics`), `--batch_size`,
-    `--keep_checkpoints`, `--jit`, `--no_eval`, `--verbose`; they may
-    change when a run resumes."""
-    train = parser.add_argument_group("training (may change when a run resumes)")
-    train.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
-    add_budget_flags(train, metrics, train_steps=True)
-    train.add_argument("--batch_size", type=positive_int, default=None,
-                       help="default: the hparams' batch_size")
-    train.add_argument("--keep_checkpoints", type=positive_int, default=3)
+def _add_fit_flags(train, keep_checkpoints, jit_help="", no_eval_help="", verbose_help=""):
+    """`--keep_checkpoints`, `--jit`, `--no_eval` and `--verbose`."""
+    train.add_argument("--keep_checkpoints", type=positive_int, default=keep_checkpoints)
     train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
-                       help="jit_compile for fit (auto: Keras' choice)")
-    train.add_argument("--no_eval", action="store_true", help="train only")
+                       help=f"jit_compile for fit (auto: Keras' choice{jit_help})")
+    train.add_argument("--no_eval", action="store_true", help=f"train only{no_eval_help}")
     train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                       help="1 = progress bars (on stderr)")
+                       help=f"{verbose_help}1 = progress bars (on stderr)")
 
 
 def add_distribution_flags(parser):
-    """`--distribute none|data_parallel`, `--devices N` and the JAX
-    multi-process flags (docs/distributed.md). They may change when a run
-    resumes: a checkpoint does not depend on how many devices wrote it."""
+    """`--distribute`, `--devices` and the JAX multi-process flags."""
     group = parser.add_argument_group(
         "distribution (may change when a run resumes; docs/distributed.md)")
     group.add_argument(
@@ -303,8 +233,7 @@ def add_distribution_flags(parser):
 
 
 def _check_distribution(args):
-    """The distribution flags that go together; sets JAX's CPU device count
-    before any recipe imports JAX."""
+    """Checks the distribution flags; sets JAX's CPU device count."""
     if not hasattr(args, "distribute"):
         return
     several = (args.num_processes or 1) > 1
@@ -319,39 +248,39 @@ def _check_distribution(args):
     if several and args.process_id is not None and args.process_id >= args.num_processes:
         raise UsageError(f"--process_id {args.process_id} must be below "
                          f"--num_processes {args.num_processes}")
-    if args.devices:
-        # JAX's CPU shows this many devices (GPUs are unaffected); it reads
-        # the flag when it starts, which is after this point.
-        flags = os.environ.get("XLA_FLAGS", "")
-        if "xla_force_host_platform_device_count" not in flags:
-            os.environ["XLA_FLAGS"] = (
-                f"{flags} --xla_force_host_platform_device_count={args.devices}".strip())
+    flags = os.environ.get("XLA_FLAGS", "")
+    if args.devices and "xla_force_host_platform_device_count" not in flags:
+        # JAX's CPU shows this many devices (GPUs are unaffected); JAX reads
+        # the flag when it starts, after this point.
+        os.environ["XLA_FLAGS"] = (
+            f"{flags} --xla_force_host_platform_device_count={args.devices}".strip())
 
 
-# ---------------------------------------------------------------- running
+# ------------------------------------------------------------------ checks
+
+
+def given(args, *names):
+    """Whether any of the flags `names` (their dests) is given."""
+    return any(getattr(args, name) for name in names)
+
+
+def refuse(*rules):
+    """Raises `UsageError(message)` of the first refused `(refused, message)`."""
+    for refused, message in rules:
+        if refused:
+            raise UsageError(message)
 
 
 def usage(function, *args):
-    """`function(*args)`, its ValueError (a bad hparams set or override, say)
-    as a usage error."""
+    """`function(*args)`, its ValueError as a usage error."""
     try:
         return function(*args)
     except ValueError as error:
         raise UsageError(str(error)) from None
 
 
-def check_distribute_for_train(args):
-    """`--distribute` is for `train`: every other command runs on one device."""
-    if args.command != "train" and args.distribute != "none":
-        raise UsageError(f"--distribute is for train; {args.command} runs on one device")
-
-
-RUN_FILE = "run.json"  # a run folder holds a run once this is in it (`recipes._run`)
-
-
 def require_run(output_dir, command):
-    """Raises `UsageError` unless `output_dir` holds a trained run: checked
-    with the flags, before any heavy import."""
+    """Raises `UsageError` unless `output_dir` holds a trained run."""
     if not os.path.exists(os.path.join(output_dir, RUN_FILE)):
         raise UsageError(
             f"no trained run in {output_dir} (no {RUN_FILE}): run `train` with this "
@@ -359,29 +288,18 @@ def require_run(output_dir, command):
 
 
 def emit(text=""):
-    """Writes a result line to stdout (the real one while a command runs).
-
-    Args:
-        text: the line, without its newline.
-    """
+    """Writes a result line to stdout (the real one while a command runs)."""
     stream = _results or sys.stdout
     stream.write(f"{text}\n")
     stream.flush()
 
 
+# ---------------------------------------------------------------- running
+
+
 def execute(parser, argv, run, check=None):
-    """Parses `argv`, checks it and runs the command: a recipe's `main`.
-
-    Args:
-        parser: the recipe's `ArgumentParser`.
-        argv: the arguments (None: `sys.argv[1:]`).
-        run: `run(args)`, the command; it may import heavy libraries.
-        check: optional `check(args)`, the recipe's checks of flags that go
-            together; it raises `UsageError` and must stay light.
-
-    Returns:
-        What `run` returns.
-    """
+    """A recipe's `main`: parses `argv`, runs the light `check(args)`
+    (raising `UsageError`), then returns `run(args)`, the command."""
     global _results
     args = parser.parse_args(argv)
     if getattr(args, "command", None) == "curves":
@@ -402,10 +320,34 @@ def execute(parser, argv, run, check=None):
         _results = previous
 
 
+def recipe_main(package, build_parser, check, run_commands):
+    """The `main(argv)` of a recipe package: `execute` with its parser,
+    checks (`--distribute` only for `train`, `check(args)`, a trained run
+    for `run_commands`) and `<package>.commands.run(args)`, imported (the
+    heavy part) only once the flags are checked."""
+    def checks(args):
+        if args.command != "train" and args.distribute != "none":
+            raise UsageError(f"--distribute is for train; {args.command} runs on one device")
+        check(args)
+        if args.command in run_commands:
+            require_run(args.output_dir, args.command)
+
+    def run(args):
+        import importlib
+
+        with contextlib.nullcontext() if args.debug else _native_start_up_lines_dropped():
+            commands = importlib.import_module(f"{package}.commands")
+        return commands.run(args)
+
+    def main(argv=None):
+        return execute(build_parser(), argv, run, check=checks)
+
+    return main
+
+
 def curves_command(args):
-    """`curves RUN [RUN ...]`: one figure of several runs (for seed
-    comparisons), to `--output_file` (default `curves.png` in the current
-    folder); prints its path (`recipes._curves`)."""
+    """`curves RUN [RUN ...]`: one figure of several runs, to `--output_file`
+    (default `curves.png`); prints its path."""
     from recipes import _curves
 
     if not args.runs:
@@ -423,27 +365,6 @@ def curves_command(args):
     return path
 
 
-def run_commands_of(package):
-    """`run(args)` of a recipe package: imports `<package>.commands` (the
-    heavy part: TensorFlow, the models) only once the flags are checked,
-    and runs its `run(args)`.
-
-    Args:
-        package: the recipe's package name (`__name__` of its `__init__`).
-    """
-    def run(args):
-        import importlib
-
-        if getattr(args, "debug", False):
-            commands = importlib.import_module(f"{package}.commands")
-        else:
-            with _native_start_up_lines_dropped():
-                commands = importlib.import_module(f"{package}.commands")
-        return commands.run(args)
-
-    return run
-
-
 # TensorFlow's C++ libraries log INFO lines while they load (CPU features,
 # CUDA probing), before absl's logging starts, so TF_CPP_MIN_LOG_LEVEL no
 # longer silences them (TensorFlow 2.21): absl's format, severity I.
@@ -456,8 +377,7 @@ _START_UP_LINE = (
 @contextlib.contextmanager
 def _native_start_up_lines_dropped():
     """Runs the body with file descriptor 2 captured, then writes back all
-    it caught but the native libraries' start-up INFO lines (warnings and
-    errors stay, in order). `--debug` skips this."""
+    but the native libraries' start-up INFO lines."""
     import tempfile
 
     sys.stderr.flush()
@@ -483,16 +403,7 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def entry_point(main, argv=None):
-    """Runs `main(argv)` as a command-line tool and exits.
-
-    Errors become `error: <message>` on stderr and exit status 2
-    (`UsageError`) or 1 (anything else); `--debug` lets the traceback
-    through. Never returns.
-
-    Args:
-        main: the recipe's `main(argv)`.
-        argv: the arguments (None: `sys.argv[1:]`).
-    """
+    """Runs `main(argv)` as a command-line tool and exits (module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--debug" in argv:
         main(argv)
@@ -522,52 +433,38 @@ def _one_line(error):
     return lines[0] + (" ..." if len(lines) > 1 else "")
 
 
-# --- vision-and-language flags (shared)
+# ------------------------------------------- vision-and-language recipes
 # The flags of the VQA, grounding and TextVQA recipes (`recipes._vl.Task`).
 
 VL_EPILOG = """
-Several devices (docs/distributed.md): `train --distribute data_parallel
-[--devices N]` splits every batch over the devices (JAX: also across hosts
-with --coordinator_address/--num_processes/--process_id; TensorFlow: one
-machine, steps without XLA). The batch is the global one and must split
-evenly; the validation items are rounded down to a multiple of the
-devices, those left out counted on stderr. A run may resume on another
-number of devices.
+`train --distribute data_parallel [--devices N]` splits every batch (the
+global one: it must split evenly) over the devices (docs/distributed.md);
+a run may resume on another number of devices.
 
-Everything lives in --output_dir: the settings (run.json), hparams, the
-vocabularies, per-epoch checkpoints (written atomically: a killed `train`
-resumes from its last checkpoint when run again), history.csv and
-TensorBoard logs. Results go to stdout, everything else to stderr; errors
-are one line (--debug for the traceback), exit status 2 for a bad command
-line, 1 for a failure.
+Everything lives in --output_dir: settings (run.json), hparams,
+vocabularies, checkpoints (a killed `train` resumes), history.csv and
+TensorBoard logs. Results go to stdout, the rest to stderr; errors are one
+line (--debug: the traceback), exit status 2 for a bad command line, 1 for
+a failure.
 """
 
 
-def vl_parser(doc, prog, model_type, commands, output_dir, run_defaults, *, models=None,
-              hparams_set_help, hparams_example):
-    """A vision-and-language recipe's parser: its command, --output_dir,
-    and the run's --model (with `models`), --hparams_set, --hparams, --seed.
-
-    Args:
-        doc: the recipe's docstring (first line: the description; the
-            rest, then `VL_EPILOG`: the epilog).
-        prog, model_type, commands, output_dir: the recipe's.
-        run_defaults: the recipe's `RUN_DEFAULTS`.
-        models: the --model choices, or None (no --model).
-        hparams_set_help: what --hparams_set defaults to.
-        hparams_example: an example of --hparams.
-
-    Returns:
-        `(parser, run)`: the parser and the run's group, for the recipe's
-        other run flags.
-    """
-    parser = ArgumentParser(hparams_model_types=(model_type,), prog=prog,
-                            description=doc.split("\n")[0],
-                            epilog=doc.split("\n", 1)[1] + VL_EPILOG)
+def vl_parser(package, doc, commands, run_defaults, *, models=None, hparams_set_help,
+              hparams_example, metrics, epochs_help, predict_batch_size, output_file_help,
+              title="evaluation, prediction and scoring", split_choices=("train", "val", "test"),
+              split_commands="evaluate / visualize", drawn="questions"):
+    """A vision-and-language recipe's parser, for `package` recipes.<name>
+    (<name>: its hparams sets' model_type and --output_dir); `models` None:
+    no --model. Returns `(parser, run, data, out)`: the parser and the
+    groups for the recipe's own flags (training and distribution are
+    complete)."""
+    name = package.split(".")[-1]
+    parser = ArgumentParser(doc + VL_EPILOG, hparams_model_types=(name,),
+                            prog=f"python -m {package}")
     add_command_argument(parser, commands)
-    parser.add_argument("--output_dir", default=output_dir, type=output_folder)
-    run = parser.add_argument_group(
-        "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
+    parser.add_argument("--output_dir", default=os.path.join("runs", f"{name}_shapes_world"),
+                        type=output_folder)
+    run = parser.add_argument_group(RUN_GROUP)
     if models:
         run.add_argument("--model", choices=models, default=None,
                          help=f"default {run_defaults['model']}")
@@ -575,16 +472,13 @@ def vl_parser(doc, prog, model_type, commands, output_dir, run_defaults, *, mode
     run.add_argument("--hparams", default="",
                      help=f'comma-separated overrides, e.g. "{hparams_example}"')
     run.add_argument("--seed", type=int, default=None, help=f"default {run_defaults['seed']}")
-    return parser, run
-
-
-def add_vl_command_flags(parser, metrics, epochs_help, *, title, split_choices,
-                         split_commands, predict_batch_size, drawn, output_file_help):
-    """The training and distribution groups, then the output group's
-    --split (for `split_commands`), --predict_batch_size, --weights,
-    --output_file, --num_<drawn> and --images; returns the output group,
-    for the recipe's other flags."""
-    add_epoch_training_flags(parser, metrics, epochs_help)
+    data = parser.add_argument_group("data (default: generated Shapes world)")
+    train = parser.add_argument_group("training (may change when a run resumes)")
+    train.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
+    add_budget_flags(train, metrics, train_steps=True)
+    train.add_argument("--batch_size", type=positive_int, default=None,
+                       help="default: the hparams' batch_size")
+    _add_fit_flags(train, keep_checkpoints=3)
     add_distribution_flags(parser)
     out = parser.add_argument_group(title)
     out.add_argument("--split", choices=split_choices, default="test",
@@ -597,25 +491,11 @@ def add_vl_command_flags(parser, metrics, epochs_help, *, title, split_choices,
                      help=f"visualize: {drawn} to draw")
     out.add_argument("--images", type=input_folder,
                      help="visualize (real data): the folder of the split's images")
-    return out
-
-
-def vl_check(recipe_check):
-    """The `check` of a vision-and-language recipe: --distribute only for
-    `train`, then `recipe_check(args)`, then a trained run in --output_dir
-    for the commands that need one (UsageError)."""
-    def check(args):
-        check_distribute_for_train(args)
-        recipe_check(args)
-        if args.command in ("evaluate", "predict", "visualize"):
-            require_run(args.output_dir, args.command)
-
-    return check
+    return parser, run, data, out
 
 
 def add_vl_data_flags(data, records, word_vectors=False):
-    """--word_vectors (with `word_vectors`: the text's word embeddings) and
-    --skip_invalid (malformed `records` and images without features)."""
+    """--word_vectors (with `word_vectors`) and --skip_invalid (of `records`)."""
     if word_vectors:
         data.add_argument("--word_vectors", type=input_file,
                           help="GloVe-format text file (word v1 ... vd) to initialise the word "
@@ -632,65 +512,47 @@ def add_vl_score_flags(out, annotations_help, output_help):
                      help="score: results JSON [{question_id, answer}]")
     out.add_argument("--output", type=output_file, help=f"score: {output_help}")
 
-# --- sequence-to-sequence flags (shared)
+
+# -------------------------------------------- sequence-to-sequence recipes
 # The flags of the recipes that train a token decoder and decode with beam
 # search (translate, caption; docs/translation.md, docs/captioning.md).
 
 
-def seq2seq_parser(doc, prog, commands, output_dir, hparams_model_types):
-    """A sequence-to-sequence recipe's parser: its `command` and
-    `--output_dir`, the first line of its module `doc` as the description
-    and the rest as the epilog."""
-    parser = ArgumentParser(hparams_model_types=hparams_model_types, prog=prog,
-                            description=doc.split("\n")[0], epilog=doc.split("\n", 1)[1])
+def seq2seq_parser(package, doc, commands, output_dir, hparams_model_types, models, *,
+                   model_help, hparams_set_help, hparams_example, seed):
+    """A sequence-to-sequence recipe's parser and its run group."""
+    parser = ArgumentParser(doc, hparams_model_types=hparams_model_types,
+                            prog=f"python -m {package}")
     add_command_argument(parser, commands)
     parser.add_argument("--output_dir", default=output_dir, type=output_folder)
-    return parser
-
-
-def add_seq2seq_run_flags(parser, models, *, model_help, hparams_set_help, hparams_example,
-                          seed):
-    """The group of the run-defining flags (`--model`, `--hparams_set`,
-    `--hparams`, `--seed`); returns it for the recipe's own."""
-    run = parser.add_argument_group(
-        "the run (fixed when `train` first writes --output_dir; leave out to reuse)")
+    run = parser.add_argument_group(RUN_GROUP)
     run.add_argument("--model", choices=tuple(models), default=None, help=model_help)
     run.add_argument("--hparams_set", default=None, help=hparams_set_help)
     run.add_argument("--hparams", default="",
                      help=f'comma-separated overrides, e.g. "{hparams_example}" (a list '
                      'value keeps its commas: docs/translation.md)')
     run.add_argument("--seed", type=int, default=None, help=f"default {seed}")
-    return run
+    return parser, run
 
 
 def add_seq2seq_training_flags(parser, metrics, *, train_steps, train_steps_help,
                                steps_per_checkpoint, keep_checkpoints):
-    """The group of the training flags (they may change when a run
-    resumes): `--train_steps`, `--steps_per_checkpoint`, the budget flags
-    (`add_budget_flags`), `--keep_checkpoints`, `--jit`, `--no_eval`,
-    `--verbose`; returns it for the recipe's own."""
+    """Adds and returns the training group (early stopping on `metrics`)."""
     train = parser.add_argument_group("training (may change when a run resumes)")
     train.add_argument("--train_steps", type=positive_int, default=train_steps,
                        help=train_steps_help)
     train.add_argument("--steps_per_checkpoint", type=positive_int,
                        default=steps_per_checkpoint)
     add_budget_flags(train, metrics)
-    train.add_argument("--keep_checkpoints", type=positive_int, default=keep_checkpoints)
-    train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
-                       help="jit_compile for fit (auto: Keras' choice; docs/translation.md)")
-    train.add_argument("--no_eval", action="store_true",
-                       help="train only; skip the evaluation")
-    train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                       help="Keras fit verbosity: 1 = progress bars (on stderr)")
+    _add_fit_flags(train, keep_checkpoints, jit_help="; docs/translation.md",
+                   no_eval_help="; skip the evaluation", verbose_help="Keras fit verbosity: ")
     return train
 
 
 def add_decoding_flags(parser, title, *, beam_size, alpha, decode_batch_size, weights_help,
                        outputs, output_file_help):
-    """The group of the beam-search flags (`--beam_size`, `--alpha`,
-    `--decode_batch_size`, `--weights`, `--output_file` of `decode`,
-    `--examples`: evaluate's `outputs` shown on stderr); returns it for the
-    recipe's own."""
+    """Adds and returns the `title` group of beam search (`--examples`:
+    evaluate's `outputs` shown on stderr)."""
     dec = parser.add_argument_group(title)
     dec.add_argument("--beam_size", type=positive_int, default=beam_size)
     dec.add_argument("--alpha", type=non_negative_float, default=alpha,
@@ -701,11 +563,3 @@ def add_decoding_flags(parser, title, *, beam_size, alpha, decode_batch_size, we
     dec.add_argument("--examples", type=non_negative_int, default=5,
                      help=f"evaluate: {outputs} to show (on stderr)")
     return dec
-
-
-def check_seq2seq_args(args, run_commands):
-    """The checks both recipes make: `--distribute` only for `train`, and
-    a run in --output_dir for the `run_commands`."""
-    check_distribute_for_train(args)
-    if args.command in run_commands:
-        require_run(args.output_dir, args.command)

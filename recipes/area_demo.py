@@ -1,26 +1,23 @@
 """Area attention on a generated task: a short `model.fit` you can run anywhere.
 
 The task: a sequence of random tokens, with several copies of token 0, is
-positive iff three of the zeros are adjacent (a *run*). The model has no
-positional embeddings, so one layer of regular attention sees the tokens
-as an unordered set and cannot beat the ~0.53 that counting zeros gives;
-area attention's spans are adjacent by construction, so it attends to the
-run as one area. The recipe trains the same small model with regular
-attention (`max_area_width=1`) and with area attention (`max_area_width=3`)
-for the same steps, and prints both test accuracies. Measured over seeds
-0-4 (2 CPU cores, about a minute in all): regular 0.49-0.52 at every epoch
-up to 12; area at least 0.998 from epoch 3 and 0.997-1.000 after the
-default 5 epochs. With fewer than 3 epochs area attention may still be at
-chance for some seeds, and the recipe warns.
+positive iff three of the zeros are adjacent (a *run*). Without positional
+embeddings, one layer of regular attention sees the tokens as a set and
+cannot beat the ~0.53 that counting zeros gives; area attention's spans
+are adjacent by construction, so it attends to the run as one area. The
+recipe trains the same small model with regular attention
+(`max_area_width=1`) and with area attention (`max_area_width=3`) and
+prints both test accuracies. Over seeds 0-4 (2 CPU cores, about a minute):
+regular 0.49-0.52 at every epoch up to 12; area at least 0.998 from epoch 3
+and 0.997-1.000 after the default 5 (with fewer than 3, the recipe warns).
 
 Usage:
     python -m recipes.area_demo [--epochs 5] [--seed 0] [--output_dir runs/area_demo]
 
-Progress bars (stderr), TensorBoard logs and `history.csv`
-(`--output_dir/<variant>/`) and resumable checkpoints
-(`--output_dir/<variant>/checkpoints`, written atomically: kill the run and
-start it again to resume) are on by default. The accuracies are the result
-(stdout; also in `results.json`).
+Progress bars go to stderr; TensorBoard logs, `history.csv` and resumable
+checkpoints (kill the run and start it again to resume) to
+`--output_dir/<variant>/`; the accuracies are the result (stdout, and
+`results.json`).
 """
 
 import os
@@ -31,27 +28,14 @@ import numpy as np
 from recipes import _cli
 
 # Over seeds 0-4, the fewest epochs after which area attention beats
-# regular attention for every seed (see the module docstring).
+# regular attention for every seed.
 MIN_EPOCHS_FOR_CONTRAST = 3
 
 
 def make_dataset(num, length=24, vocab=8, seed=0):
-    """Generates the run-of-three task with balanced classes.
-
-    Every sequence holds 3 to 6 copies of token 0. In positive sequences
-    three of them are adjacent (a run); in negative ones no three are (they
-    stand alone or in pairs), so counting zeros does not solve the task:
-    the model has to see adjacency.
-
-    Args:
-        num: number of sequences.
-        length: tokens per sequence.
-        vocab: number of distinct tokens.
-        seed: NumPy seed.
-
-    Returns:
-        `(tokens [num, length] int32, labels [num] int32)`.
-    """
+    """`(tokens [num, length], labels [num])` (int32) of the run-of-three task,
+    classes balanced: every sequence holds 3 to 6 zeros, three of them
+    adjacent in positives only, so counting zeros does not solve it."""
     rng = np.random.default_rng(seed)
     tokens = np.empty((num, length), dtype="int32")
     labels = rng.integers(0, 2, size=num).astype("int32")
@@ -76,13 +60,9 @@ def _has_run(seq):
 
 
 def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0, positions=False):
-    """Embedding -> area self-attention -> pooled classifier.
-
-    By default no positional embedding: the attention layer is then the only
-    part of the model that can relate neighbouring items, which is what the
-    demo shows. `positions=True` adds learned ones (the recipe's first
-    version), with which regular attention learns the task too, slowly
-    (`benchmarks/area_demo_seeds.py`).
+    """Embedding -> area self-attention -> pooled classifier. Without
+    positions (the default) attention alone relates neighbours; with them
+    regular attention learns the task too, slowly (benchmarks/area_demo_seeds.py).
     """
     import keras
 
@@ -92,13 +72,9 @@ def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0, pos
     x = keras.layers.Embedding(vocab, dim)(tokens)
     if positions:
         x = x + keras.layers.Embedding(length, dim)(keras.ops.arange(length))
-    attended = MultiHeadAreaAttention(
-        num_heads=heads,
-        key_dim=dim // heads,
-        max_area_width=max_area_width,
-        seed=seed,
-        name="area_attention",
-    )(x, x)
+    attended = MultiHeadAreaAttention(num_heads=heads, key_dim=dim // heads,
+                                      max_area_width=max_area_width, seed=seed,
+                                      name="area_attention")(x, x)
     x = keras.layers.LayerNormalization()(x + attended)
     x = keras.layers.Dense(64, activation="relu")(x)
     x = keras.layers.GlobalMaxPooling1D()(x)
@@ -115,12 +91,10 @@ def run_variant(name, max_area_width, data, args):
     keras.utils.set_random_seed(args.seed)
     (x_train, y_train), (x_test, y_test) = data
     model = build_model(max_area_width, seed=args.seed)
-    model.compile(
-        optimizer=keras.optimizers.Adam(3e-3),
-        loss=keras.losses.BinaryCrossentropy(from_logits=True),
-        metrics=[keras.metrics.BinaryAccuracy(threshold=0.0, name="accuracy")],
-        jit_compile=True,
-    )
+    model.compile(optimizer=keras.optimizers.Adam(3e-3),
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True),
+                  metrics=[keras.metrics.BinaryAccuracy(threshold=0.0, name="accuracy")],
+                  jit_compile=True)
     out = os.path.join(args.output_dir, name)
     checkpoints = os.path.join(out, "checkpoints")
     initial_epoch = restore_latest(model, checkpoints)
@@ -131,27 +105,16 @@ def run_variant(name, max_area_width, data, args):
     ]
     print(f"\n== {name}: max_area_width={max_area_width} ==")
     start = time.perf_counter()
-    model.fit(
-        x_train,
-        y_train,
-        batch_size=64,
-        epochs=args.epochs,
-        initial_epoch=initial_epoch,
-        validation_split=0.1,
-        callbacks=callbacks,
-        verbose=2 if os.environ.get("CI") else 1,
-    )
+    model.fit(x_train, y_train, batch_size=64, epochs=args.epochs, initial_epoch=initial_epoch,
+              validation_split=0.1, callbacks=callbacks,
+              verbose=2 if os.environ.get("CI") else 1)
     seconds = time.perf_counter() - start
     _, accuracy = model.evaluate(x_test, y_test, verbose=0)
     return {"accuracy": float(accuracy), "train_seconds": round(seconds, 1)}
 
 
 def build_parser():
-    parser = _cli.ArgumentParser(
-        prog="python -m recipes.area_demo",
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("\n", 1)[1],
-    )
+    parser = _cli.ArgumentParser(__doc__, prog="python -m recipes.area_demo")
     parser.add_argument("--epochs", type=_cli.positive_int, default=5)
     parser.add_argument("--train_size", type=_cli.positive_int, default=8000)
     parser.add_argument("--test_size", type=_cli.positive_int, default=2000)
@@ -168,10 +131,8 @@ def run(args):
         print(f"warning: --epochs {args.epochs}: area attention needs about "
               f"{MIN_EPOCHS_FOR_CONTRAST} epochs to find the runs (seeds 0-4); with fewer, "
               "both variants may still be near chance")
-    data = (
-        make_dataset(args.train_size, seed=args.seed),
-        make_dataset(args.test_size, seed=args.seed + 1),
-    )
+    data = (make_dataset(args.train_size, seed=args.seed),
+            make_dataset(args.test_size, seed=args.seed + 1))
     results = {
         "regular attention (width 1)": run_variant("regular", 1, data, args),
         "area attention (width 3)": run_variant("area", 3, data, args),
@@ -179,10 +140,7 @@ def run(args):
     _cli.emit(f"Test accuracy on the run-of-three task after {args.epochs} epochs "
               "(chance = 0.5):")
     for name, result in results.items():
-        _cli.emit(
-            f"  {name:30s} {result['accuracy']:.3f}"
-            f"   ({result['train_seconds']} s training)"
-        )
+        _cli.emit(f"  {name:30s} {result['accuracy']:.3f}   ({result['train_seconds']} s training)")
     os.makedirs(args.output_dir, exist_ok=True)
     write_json(os.path.join(args.output_dir, "results.json"), results)
     return results

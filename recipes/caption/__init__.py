@@ -8,38 +8,29 @@
     python -m recipes.caption visualize [--num_images 8]  # attended areas per word, PNG
     python -m recipes.caption extract  --images DIR --features_out DIR --backbone_weights W
 
-With no data flags it generates Shapes world (keras_structattn.data.shapes_world:
-deterministic scenes of shapes with checked captions, cached under
-DIR/shapes_world) and trains `captioner_tiny_area2x2` (area attention of up
-to 2x2 grid cells in the first 2 layers of the encoder self-attention and
-of the caption-to-image attention; Li et al., 2019, arXiv:1810.10126,
-Sec. 4.3) on its 8x8 grid features: label-smoothed cross-entropy, then
-self-critical training with a CIDEr-D reward (Rennie et al., 2017,
-arXiv:1612.00563), then beam search over the test images, scored next to
-the "describe the biggest shape" baseline.
+With no data flags it generates Shapes world (keras_structattn.data.shapes_world,
+cached under DIR/shapes_world) and trains `captioner_tiny_area2x2` (area
+attention of up to 2x2 grid cells in the first 2 layers; Li et al., 2019,
+arXiv:1810.10126, Sec. 4.3) on its 8x8 grid features: label-smoothed
+cross-entropy, then self-critical training with a CIDEr-D reward (Rennie et
+al., 2017, arXiv:1612.00563), then beam search over the test images, scored
+next to the "describe the biggest shape" baseline.
 
---model picks the captioner (docs/captioning.md): `area` (the default
-above), `transformer`, `catt` (Transformer+CATT, Yang et al., 2021,
-arXiv:2103.03493), `butd` (Up-Down, Anderson et al., 2018,
-arXiv:1707.07998) or `butd_catt` (Up-Down+CATT); each trains its tiny set
-on Shapes world, its paper-sized one on real data. --world_bias
-SHAPE=COLOR:P makes a train/val confounder (test unbiased), and `evaluate`
-then also reports CHAIR-style colour-shape hallucination rates.
+--model picks the captioner (docs/captioning.md): `area` (the default),
+`transformer`, `catt` (Transformer+CATT, arXiv:2103.03493), `butd` (Up-Down,
+arXiv:1707.07998) or `butd_catt`; each trains its tiny set on Shapes world,
+its paper-sized one on real data. --world_bias SHAPE=COLOR:P makes a
+train/val confounder, and `evaluate` then also reports CHAIR-style
+hallucination rates. Real COCO: --karpathy_json or --captions_* files and
+--features; `extract` writes grid features with a keras.applications
+backbone from a local weights file.
 
-Real COCO (docs/captioning.md, "Real COCO"): --karpathy_json or
---captions_* files, and --features (grid or region features); `extract`
-writes grid features with a keras.applications backbone from a local
-weights file (nothing is downloaded).
-
-Everything lives in --output_dir (docs/captioning.md): the settings,
-hparams, vocabulary, checkpoints of both training phases (a killed
-`train` resumes from its last checkpoint when run again), history CSVs and
-TensorBoard logs. Results go to stdout, everything else to stderr; errors
-are one line (--debug for the traceback), exit status 2 for a bad command
-line, 1 for a failure (docs/recipes.md). `train --distribute
-data_parallel [--devices N]` splits every batch, cross-entropy and
-self-critical, over the devices; --batch_size and --scst_images must split
-evenly (docs/distributed.md).
+Everything lives in --output_dir: settings, hparams, vocabulary, checkpoints
+of both phases (a killed `train` resumes), history CSVs and TensorBoard
+logs. Results go to stdout, the rest to stderr; errors are one line
+(--debug: the traceback), exit status 2 for a bad command line, 1 for a
+failure. `train --distribute data_parallel` splits every batch over the
+devices; --batch_size and --scst_images must split evenly.
 """
 
 import os
@@ -47,7 +38,6 @@ import os
 from recipes import _cli
 from recipes import _world
 
-DEFAULT_OUTPUT_DIR = os.path.join("runs", "caption_shapes_world")
 DEFAULT_HPARAMS_SET = "captioner_tiny_area2x2"
 # --model: (its Shapes world set, its set on real data, its feature kind).
 MODELS = {
@@ -57,12 +47,7 @@ MODELS = {
     "butd": ("updown_tiny", "updown_base", "regions"),
     "butd_catt": ("updown_catt_tiny", "updown_catt_base", "regions"),
 }
-DICTIONARY_INITS = ("kmeans", "uniform")
 COMMANDS = ("train", "evaluate", "decode", "score", "visualize", "extract")
-# What --early_stopping may watch (each as val_<metric>).
-VALIDATION_METRICS = ("loss", "accuracy", "cider")
-# Commands that need a trained run in --output_dir.
-RUN_COMMANDS = ("evaluate", "decode", "visualize")
 SPLITS = ("train", "val", "test")
 BACKBONES = ("InceptionResNetV2", "ResNet50", "EfficientNetB0", "MobileNetV2")
 # The settings that define a run (saved in run.json, checked on resume).
@@ -84,15 +69,14 @@ def run_defaults(args):
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser = _cli.seq2seq_parser(__doc__, "python -m recipes.caption", COMMANDS,
-                                 DEFAULT_OUTPUT_DIR,
-                                 ("captioner", "catt_captioner", "updown_captioner"))
-    run = _cli.add_seq2seq_run_flags(
-        parser, MODELS, model_help="the captioner (default area; see above)",
+    parser, run = _cli.seq2seq_parser(
+        __name__, __doc__, COMMANDS, os.path.join("runs", "caption_shapes_world"),
+        ("captioner", "catt_captioner", "updown_captioner"), MODELS,
+        model_help="the captioner (default area; see above)",
         hparams_set_help=f"default: the --model's ({DEFAULT_HPARAMS_SET} for area); "
         "--list_hparams_sets shows them", hparams_example="area_key_mode=concat",
         seed=RUN_DEFAULTS["seed"])
-    run.add_argument("--dictionary_init", choices=DICTIONARY_INITS, default=None,
+    run.add_argument("--dictionary_init", choices=("kmeans", "uniform"), default=None,
                      help="CATT dictionaries: K-means over the training embeddings "
                      "(default, the paper) or the uniform initializer (its 'w/o Init')")
     run.add_argument("--min_word_count", type=_cli.positive_int, default=None,
@@ -109,12 +93,11 @@ def build_parser():
     data.add_argument("--karpathy_json", type=_cli.input_file,
                       help="Karpathy's dataset_coco.json (splits and tokenised captions)")
     for split in SPLITS:
+        first = split == "train"  # the other splits' help would repeat it
         data.add_argument(f"--captions_{split}", type=_cli.input_file,
-                          help=f"COCO captions_*.json of the {split} images" if split == "train"
-                          else None)
+                          help="COCO captions_*.json of the train images" if first else None)
         data.add_argument(f"--split_{split}", type=_cli.input_file,
-                          help="image ids or file names, one per line" if split == "train"
-                          else None)
+                          help="image ids or file names, one per line" if first else None)
     data.add_argument("--features", type=_cli.input_file_or_folder,
                       help="the features of every split: a folder of .npy/.npz, or .h5")
     for split in SPLITS:
@@ -127,7 +110,7 @@ def build_parser():
     _world.add_world_flags(data)
 
     train = _cli.add_seq2seq_training_flags(
-        parser, VALIDATION_METRICS, train_steps=400, steps_per_checkpoint=250,
+        parser, ("loss", "accuracy", "cider"), train_steps=400, steps_per_checkpoint=250,
         train_steps_help="cross-entropy steps (optimizer steps)", keep_checkpoints=3)
     train.add_argument("--batch_size", type=_cli.positive_int, default=None,
                        help="images per cross-entropy batch, 5 captions each (default: "
@@ -177,34 +160,32 @@ def build_parser():
 
 def data_flags_given(args):
     """True when the command names real data (not the Shapes world default)."""
-    return bool(args.karpathy_json or any(getattr(args, f"captions_{s}") for s in SPLITS))
+    return _cli.given(args, "karpathy_json", *(f"captions_{s}" for s in SPLITS))
 
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if args.karpathy_json and any(getattr(args, f"captions_{s}") for s in SPLITS):
-        raise _cli.UsageError("give either --karpathy_json or --captions_* files, not both")
-    for split in SPLITS:
-        if getattr(args, f"split_{split}") and not getattr(args, f"captions_{split}"):
-            raise _cli.UsageError(f"--split_{split} needs --captions_{split}")
-    features_given = args.features or any(getattr(args, f"{s}_features") for s in SPLITS)
-    if data_flags_given(args) and not features_given and args.command != "score":
-        raise _cli.UsageError("real captions need their features: give --features")
-    if args.command == "score" and not (args.annotations and args.results):
-        raise _cli.UsageError("score needs --annotations and --results")
-    if args.command == "extract":
-        missing = [f"--{n}" for n in ("images", "features_out", "backbone_weights")
-                   if not getattr(args, n)]
-        if missing:
-            raise _cli.UsageError(f"extract needs {', '.join(missing)}")
-    if args.command == "decode" and not (args.features or args.images):
-        raise _cli.UsageError("decode needs --features (a feature file or folder) or "
-                              "--images (a folder, with --backbone_weights)")
-    if args.command == "decode" and args.images and not args.backbone_weights:
-        raise _cli.UsageError("decode --images needs --backbone_weights to extract features")
-    _cli.check_seq2seq_args(args, RUN_COMMANDS)
+    captions = _cli.given(args, *(f"captions_{s}" for s in SPLITS))
+    features = _cli.given(args, "features", *(f"{s}_features" for s in SPLITS))
+    extract_missing = [f"--{name}" for name in ("images", "features_out", "backbone_weights")
+                       if not getattr(args, name)]
+    decode = args.command == "decode"
+    _cli.refuse(
+        (args.karpathy_json and captions,
+         "give either --karpathy_json or --captions_* files, not both"),
+        *((getattr(args, f"split_{s}") and not getattr(args, f"captions_{s}"),
+           f"--split_{s} needs --captions_{s}") for s in SPLITS),
+        (data_flags_given(args) and not features and args.command != "score",
+         "real captions need their features: give --features"),
+        (args.command == "score" and not (args.annotations and args.results),
+         "score needs --annotations and --results"),
+        (args.command == "extract" and extract_missing,
+         f"extract needs {', '.join(extract_missing)}"),
+        (decode and not (args.features or args.images), "decode needs --features (a feature "
+         "file or folder) or --images (a folder, with --backbone_weights)"),
+        (decode and args.images and not args.backbone_weights,
+         "decode --images needs --backbone_weights to extract features"))
 
 
-def main(argv=None):
-    """Runs `python -m recipes.caption [command] [flags]`; returns what the command returns."""
-    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__), check=check_args)
+main = _cli.recipe_main(__name__, build_parser, check_args,
+                        run_commands=("evaluate", "decode", "visualize"))

@@ -7,10 +7,9 @@
     python -m recipes.grounding visualize [--num_expressions 8]   # PNG per expression
 
 The model (`models/vqa/muan.py`, docs/grounding.md) is MUAN's grounding
-architecture (arXiv:1908.04107, Sec. III-B): each region proposal gets a
-ranking score and a refinement of its box, trained with the KL divergence
-to the proposals' IoU-derived target (--target) plus a smooth-L1 box
-regression. The prediction, the top proposal's refined box, is correct at
+architecture (arXiv:1908.04107, Sec. III-B): a ranking score and a box
+refinement per region proposal (KL divergence to an IoU-derived target,
+--target, plus smooth-L1); the top proposal's refined box is correct at
 IoU > 0.5 with the referred box.
 
 With no data flags it generates Shapes world referring expressions
@@ -21,28 +20,27 @@ baseline. Real RefCOCO / RefCOCO+ / RefCOCOg: --refs, --instances,
 (docs/grounding.md, "The recipe").
 """
 
-import os
-
 from recipes import _cli
 from recipes import _world
 
-DEFAULT_OUTPUT_DIR = os.path.join("runs", "grounding_shapes_world")
 COMMANDS = ("train", "evaluate", "predict", "visualize")
-# What --early_stopping may watch (each as val_<metric>).
-VALIDATION_METRICS = ("loss", "accuracy")
 RUN_DEFAULTS = dict(hparams_set=None, seed=1, target="iou", iou_threshold=0.5)
-# The hparams set of a new run on Shapes world / on real data (no --model:
-# one architecture, under the key None).
+# The hparams set of a new run on Shapes world / real data (no --model: key None).
 WORLD_SETS, PAPER_SETS = {None: "muan_grounding_tiny"}, {None: "muan_grounding_base"}
 
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser, run = _cli.vl_parser(
-        __doc__, "python -m recipes.grounding", "grounding", COMMANDS, DEFAULT_OUTPUT_DIR,
-        RUN_DEFAULTS, hparams_example="num_layers=2,qk_gate=False",
+    parser, run, data, out = _cli.vl_parser(
+        __name__, __doc__, COMMANDS, RUN_DEFAULTS, hparams_example="num_layers=2,qk_gate=False",
         hparams_set_help=f"default {WORLD_SETS[None]} on Shapes world, {PAPER_SETS[None]} "
-        "on real data")
+        "on real data",
+        metrics=("loss", "accuracy"), epochs_help="default: the hparams' epochs",
+        title="evaluation, prediction and pictures",
+        split_choices=None, split_commands="evaluate / predict / visualize",
+        predict_batch_size=256, drawn="expressions",
+        output_file_help="predict: JSON [{ref_id, sent_id, image_id, bbox [x, y, w, h] "
+        "pixels}] (default: stdout, one line per expression)")
     run.add_argument("--target", choices=("iou", "paper"), default=None,
                      help="the ranking target over the proposals: their IoU with the referred "
                      "box normalised to sum to 1 (default), or the paper's softmax of the IoUs "
@@ -50,7 +48,6 @@ def build_parser():
     run.add_argument("--iou_threshold", type=_cli.unit_interval, default=None,
                      help="--target paper: IoUs at or below it count as 0 (default 0.5)")
 
-    data = parser.add_argument_group("data (default: generated Shapes world)")
     data.add_argument("--refs", type=_cli.input_file,
                       help="RefCOCO refs: refs(unc).p (pickle) or JSON")
     data.add_argument("--instances", type=_cli.input_file,
@@ -63,30 +60,20 @@ def build_parser():
     _cli.add_vl_data_flags(data, "refs", word_vectors=True)
     _world.add_world_flags(data)
 
-    _cli.add_vl_command_flags(
-        parser, VALIDATION_METRICS, "default: the hparams' epochs",
-        title="evaluation, prediction and pictures",
-        split_choices=None, split_commands="evaluate / predict / visualize",
-        predict_batch_size=256, drawn="expressions",
-        output_file_help="predict: JSON [{ref_id, sent_id, image_id, bbox [x, y, w, h] "
-        "pixels}] (default: stdout, one line per expression)")
     return parser
 
 
 def data_flags_given(args):
     """True when the command names real data (not the Shapes world default)."""
-    return bool(args.refs or args.instances)
+    return _cli.given(args, "refs", "instances")
 
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if bool(args.refs) != bool(args.instances):
-        raise _cli.UsageError("give --refs and --instances together")
-    if args.refs and not args.features:
-        raise _cli.UsageError("real refs need their region proposals: give --features")
+    _cli.refuse((bool(args.refs) != bool(args.instances), "give --refs and --instances together"),
+                (args.refs and not args.features,
+                 "real refs need their region proposals: give --features"))
 
 
-def main(argv=None):
-    """Runs `python -m recipes.grounding [command] [flags]`; returns what the command returns."""
-    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
-                        check=_cli.vl_check(check_args))
+main = _cli.recipe_main(__name__, build_parser, check_args,
+                        run_commands=("evaluate", "predict", "visualize"))

@@ -22,35 +22,32 @@ stacked feature files), --fasttext for the OCR tokens' word vectors,
 --answer_vocab (docs/textvqa.md, "Data").
 """
 
-import os
-
 from recipes import _cli
 from recipes import _world
 
-DEFAULT_OUTPUT_DIR = os.path.join("runs", "textvqa_shapes_world")
 MODELS = ("m4c", "sa_m4c")
-GRAPHS = ("spatial", "random")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
-# What --early_stopping may watch (each as val_<metric>).
-VALIDATION_METRICS = ("loss", "accuracy")
 SPLITS = ("train", "val", "test")
 RUN_DEFAULTS = dict(model="m4c", graph="spatial", hparams_set=None, seed=1)
 WORLD_SETS = {"m4c": "m4c_tiny", "sa_m4c": "sa_m4c_tiny"}
 PAPER_SETS = {"m4c": "m4c_base", "sa_m4c": "sa_m4c_base"}
-ANLS_MODES = ("st_vqa", "mmf")
 
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser, run = _cli.vl_parser(
-        __doc__, "python -m recipes.textvqa", "textvqa", COMMANDS, DEFAULT_OUTPUT_DIR,
-        RUN_DEFAULTS, models=MODELS, hparams_example="num_layers=2,learning_rate=2e-4",
-        hparams_set_help="default <model>_tiny on Shapes world, <model>_base on real data")
-    run.add_argument("--graph", choices=GRAPHS, default=None,
+    parser, run, data, out = _cli.vl_parser(
+        __name__, __doc__, COMMANDS, RUN_DEFAULTS, models=MODELS,
+        hparams_example="num_layers=2,learning_rate=2e-4",
+        hparams_set_help="default <model>_tiny on Shapes world, <model>_base on real data",
+        metrics=("loss", "accuracy"),
+        epochs_help="default: the hparams' epochs (89 for the papers')",
+        predict_batch_size=128,
+        output_file_help="predict: results JSON [{question_id, answer}] (default: stdout, "
+        "one `question_id<TAB>answer` line per question)")
+    run.add_argument("--graph", choices=("spatial", "random"), default=None,
                      help="sa_m4c: the relation graph: the spatial graph of the boxes "
                      "(default) or a random label per pair (the paper's control)")
 
-    data = parser.add_argument_group("data (default: generated Shapes world)")
     for split in SPLITS:
         data.add_argument(f"--imdb_{split}", type=_cli.input_file,
                           help=f"mmf TextVQA imdb (.npy) of the {split} split")
@@ -70,17 +67,10 @@ def build_parser():
     _cli.add_vl_data_flags(data, "imdb entries")
     _world.add_world_flags(data, train=1500, val=150, test=400)
 
-    out = _cli.add_vl_command_flags(
-        parser, VALIDATION_METRICS, "default: the hparams' epochs (89 for the papers')",
-        title="evaluation, prediction and scoring",
-        split_choices=SPLITS, split_commands="evaluate / visualize",
-        predict_batch_size=128, drawn="questions",
-        output_file_help="predict: results JSON [{question_id, answer}] (default: stdout, "
-        "one `question_id<TAB>answer` line per question)")
     out.add_argument("--imdb", type=_cli.input_file, help="predict: the questions' imdb")
     _cli.add_vl_score_flags(out, 'TextVQA annotation JSON ({"data": [...]}) or an imdb',
                             "also write {accuracy, anls, per_question} JSON here")
-    out.add_argument("--anls", choices=ANLS_MODES, default="st_vqa",
+    out.add_argument("--anls", choices=("st_vqa", "mmf"), default="st_vqa",
                      help="ANLS as ST-VQA defines it (default) or as mmf's evaluator "
                      "computes it (docs/textvqa_metrics.md)")
     return parser
@@ -88,24 +78,23 @@ def build_parser():
 
 def data_flags_given(args):
     """True when the command names real data (not the Shapes world default)."""
-    return any(getattr(args, f"imdb_{s}") for s in SPLITS)
+    return _cli.given(args, *(f"imdb_{s}" for s in SPLITS))
 
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
     if args.command == "score":
-        if not (args.annotations and args.results):
-            raise _cli.UsageError("score needs --annotations and --results")
+        _cli.refuse((not (args.annotations and args.results),
+                     "score needs --annotations and --results"))
         return
-    if args.command == "predict" and not args.imdb:
-        raise _cli.UsageError("predict needs --imdb (the questions' mmf imdb)")
-    if args.graph is not None and args.model == "m4c":
-        raise _cli.UsageError("--graph is for --model sa_m4c (M4C has no relation graph)")
-    if bool(args.object_features) != bool(args.ocr_features):
-        raise _cli.UsageError("give --object_features and --ocr_features together")
+    _cli.refuse(
+        (args.command == "predict" and not args.imdb,
+         "predict needs --imdb (the questions' mmf imdb)"),
+        (args.graph is not None and args.model == "m4c",
+         "--graph is for --model sa_m4c (M4C has no relation graph)"),
+        (bool(args.object_features) != bool(args.ocr_features),
+         "give --object_features and --ocr_features together"))
 
 
-def main(argv=None):
-    """Runs `python -m recipes.textvqa [command] [flags]`; returns what the command returns."""
-    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__),
-                        check=_cli.vl_check(check_args))
+main = _cli.recipe_main(__name__, build_parser, check_args,
+                        run_commands=("evaluate", "predict", "visualize"))

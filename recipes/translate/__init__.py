@@ -8,18 +8,17 @@
     python -m recipes.translate export   # SavedModel: raw strings -> translations
     python -m recipes.translate record   # the training batches, for `train --recorded`
 
-With no data flags it trains on the Tatoeba English-German subset that ships
-with the package (CC BY 2.0 FR, see keras_structattn/tasks/translation/tatoeba_en_de/
-NOTICE.md): `transformer_tiny_area` (area attention of width 3 in both
-layers), a joint SentencePiece vocabulary, 900 steps (about 7 minutes on
-2 CPU cores), then beam-search decoding of the test split, scored with
-sacreBLEU against all references of each English source.
+With no data flags it trains `transformer_tiny_area` (area attention of width 3
+in both layers) on the Tatoeba English-German subset that ships with the
+package (CC BY 2.0 FR, keras_structattn/tasks/translation/tatoeba_en_de/
+NOTICE.md) for 900 steps (about 7 minutes on 2 CPU cores), then decodes
+the test split with beam search, scored with sacreBLEU against all
+references of each source.
 
-Everything lives in `--output_dir` (docs/translation.md): the run's
-settings, hparams and vocabulary, checkpoints (a killed `train` resumes
-from its last one when run again) and TensorBoard logs. Results go to
-stdout, everything else to stderr; errors are one line (`--debug` for the
-traceback), exit status 2 for a bad command line, 1 for a failure
+Everything lives in `--output_dir` (docs/translation.md): settings, hparams,
+vocabulary, checkpoints (a killed `train` resumes) and TensorBoard logs.
+Results go to stdout, the rest to stderr; errors are one line (`--debug`:
+the traceback), exit status 2 for a bad command line, 1 for a failure
 (docs/recipes.md). `train --distribute data_parallel [--devices N]`
 splits every batch over the devices (docs/distributed.md).
 """
@@ -28,16 +27,11 @@ import os
 
 from recipes import _cli
 
-DEFAULT_OUTPUT_DIR = os.path.join("runs", "translate_tatoeba")
 DEFAULT_HPARAMS_SET = "transformer_tiny_area"
 DEFAULT_LSTM_HPARAMS_SET = "lstm_area_attention_base"
 MODEL_TYPES = ("lstm", "transformer")
 COMMANDS = ("train", "evaluate", "decode", "average", "export", "record")
-# What --early_stopping may watch (each as val_<metric>).
-VALIDATION_METRICS = ("loss", "accuracy", "bleu")
 TRAINING_COMMANDS = ("train", "record")
-# Commands that need a trained run in --output_dir.
-RUN_COMMANDS = ("evaluate", "decode", "average", "export")
 SPLITS = ("train", "dev", "test")
 # The settings that define a run (saved in run.json, checked on resume) and
 # their values for a new run; the hparams set's default depends on --model.
@@ -46,10 +40,9 @@ RUN_DEFAULTS = dict(vocab_type="subword", vocab_size=4000, seed=1)
 
 def build_parser():
     """The recipe's flags (no heavy import: checked before TensorFlow loads)."""
-    parser = _cli.seq2seq_parser(__doc__, "python -m recipes.translate", COMMANDS,
-                                 DEFAULT_OUTPUT_DIR, MODEL_TYPES)
-    run = _cli.add_seq2seq_run_flags(
-        parser, MODEL_TYPES, model_help="the model family (default: the hparams set's)",
+    parser, run = _cli.seq2seq_parser(
+        __name__, __doc__, COMMANDS, os.path.join("runs", "translate_tatoeba"), MODEL_TYPES,
+        MODEL_TYPES, model_help="the model family (default: the hparams set's)",
         hparams_set_help=f"default {DEFAULT_HPARAMS_SET} ({DEFAULT_LSTM_HPARAMS_SET} with "
         "--model lstm); --list_hparams_sets shows them",
         hparams_example="num_area_layers=1", seed=RUN_DEFAULTS["seed"])
@@ -70,7 +63,7 @@ def build_parser():
     data.add_argument("--length_bucket_step", type=float, default=1.5,
                       help="> 1; t2t uses 1.1; coarser buckets mean fewer XLA compiles")
     train = _cli.add_seq2seq_training_flags(
-        parser, VALIDATION_METRICS, train_steps=900, steps_per_checkpoint=100,
+        parser, ("loss", "accuracy", "bleu"), train_steps=900, steps_per_checkpoint=100,
         train_steps_help="train until the optimizer has taken this many steps",
         keep_checkpoints=5)
     train.add_argument("--recorded", action="store_true",
@@ -96,23 +89,16 @@ def build_parser():
 
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if not args.length_bucket_step > 1:
-        raise _cli.UsageError(
-            f"--length_bucket_step must be > 1, got {args.length_bucket_step}"
-        )
+    _cli.refuse((not args.length_bucket_step > 1,
+                 f"--length_bucket_step must be > 1, got {args.length_bucket_step}"))
     for split in SPLITS:
-        tsv = getattr(args, f"{split}_tsv")
-        source = getattr(args, f"{split}_source")
-        target = getattr(args, f"{split}_target")
-        if tsv and (source or target):
-            raise _cli.UsageError(
-                f"give either --{split}_tsv or --{split}_source/--{split}_target"
-            )
-        if bool(source) != bool(target):
-            raise _cli.UsageError(f"--{split}_source and --{split}_target go together")
-    _cli.check_seq2seq_args(args, RUN_COMMANDS)
+        tsv, source, target = (getattr(args, f"{split}_{kind}")
+                               for kind in ("tsv", "source", "target"))
+        _cli.refuse(
+            (tsv and (source or target),
+             f"give either --{split}_tsv or --{split}_source/--{split}_target"),
+            (bool(source) != bool(target), f"--{split}_source and --{split}_target go together"))
 
 
-def main(argv=None):
-    """Runs `python -m recipes.translate [command] [flags]`; returns what the command returns."""
-    return _cli.execute(build_parser(), argv, _cli.run_commands_of(__name__), check=check_args)
+main = _cli.recipe_main(__name__, build_parser, check_args,
+                        run_commands=("evaluate", "decode", "average", "export"))
