@@ -74,6 +74,13 @@ class RefExpression(NamedTuple):
         w, h = self.image_size
         return (np.asarray(self.box, np.float64) / np.array([w, h, w, h])).astype(np.float32)
 
+    def pixel_xywh(self, box):
+        """A box of this expression's image from normalised `[x1, y1, x2, y2]`
+        to COCO's pixel `[x, y, w, h]` (floats rounded to 2 decimals)."""
+        w, h = self.image_size
+        x1, y1, x2, y2 = (float(v) for v in np.asarray(box) * np.array([w, h, w, h]))
+        return [round(x1, 2), round(y1, 2), round(x2 - x1, 2), round(y2 - y1, 2)]
+
 
 def _load_refs(name):
     if not os.path.isfile(name):
