@@ -5,6 +5,8 @@ the epoch-based resumable training and its data-parallel form
 (`--distribute`, docs/distributed.md).
 """
 
+import collections
+import itertools
 import math
 import os
 import time
@@ -13,7 +15,12 @@ import keras
 import numpy as np
 
 from keras_structattn.data import image_features
+from keras_structattn.data.word_vectors import read_word_vectors as read_vectors
+from keras_structattn.data.word_vocab import WordVocab
+from keras_structattn.tasks.vqa.vqa import question_batch
+from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training.history import history_from_csv
+from keras_structattn.training.schedules import StepWarmupDecay
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
@@ -28,9 +35,7 @@ VALIDATION_LIMIT = 2000  # validation items per epoch (the first ones, in order)
 
 def global_batch_size(args, hparams, replicas):
     """--batch_size, else the hparams' (with --hparams applied), checked to
-    split evenly over the replicas (a UsageError) before any data is read:
-    each replica gets an equal share, so the optimizer steps are those of
-    one device."""
+    split evenly over the replicas (a UsageError) before any data is read."""
     if args.batch_size:
         _replicas.check_batch(replicas, args.batch_size)
         return args.batch_size
@@ -51,10 +56,8 @@ def decay_epochs(hparams):
 def read_word_vectors(path, vocab):
     """The `[vocab_size, dim]` embedding of the words from a GloVe-format
     file; the words it lacks get small random rows, counted."""
-    from keras_structattn.data.word_vectors import read_word_vectors as read
-
     words = [vocab.id_to_word(i) for i in range(vocab.vocab_size)]
-    matrix, found = read(path, words)
+    matrix, found = read_vectors(path, words)
     missing = ~np.asarray(found)
     rng = np.random.default_rng(0)
     matrix[missing] = rng.normal(0.0, 0.1, (int(missing.sum()), matrix.shape[1]))
@@ -75,33 +78,22 @@ def max_regions_of(store, wanted):
 
 def epoch_batches(count, batch_size, seed, make_batch, start=0, with_epoch=False,
                   replicas=None):
-    """Training batches, forever: step `s` is batch `s % per_epoch` of epoch
-    `s // per_epoch`, each epoch a permutation of the `count` items drawn
-    from `(seed, epoch)` with the last incomplete batch dropped (as MCAN),
-    so a run resumed at step `start` reads what an uninterrupted one would,
-    on any number of devices.
-
-    Args:
-        count: number of training items.
-        batch_size: items per (global) batch.
-        seed: the run's seed.
-        make_batch: `make_batch(indices)` -> a batch (`make_batch(indices,
-            epoch)` with `with_epoch`: for targets sampled anew each epoch).
-        start: the first step.
-        with_epoch: pass the 0-based epoch to `make_batch`.
-        replicas: the run's `Replicas` (None: one device); see `feed`.
-    """
+    """Training batches of `make_batch(indices)` (`make_batch(indices,
+    epoch)` `with_epoch`: targets sampled anew each epoch), forever, from
+    step `start`: step `s` is batch `s % per_epoch` of epoch `s //
+    per_epoch`, each epoch a permutation of the `count` items drawn from
+    `(seed, epoch)` with the last incomplete batch dropped (as MCAN), so a
+    resumed run reads what an uninterrupted one would, on any number of
+    devices (`replicas`: see `feed`)."""
     per_epoch = steps_per_epoch(count, batch_size)
-    step = start
     order, order_epoch = None, None
-    while True:
+    for step in itertools.count(start):
         epoch, offset = divmod(step, per_epoch)
         if epoch != order_epoch:
             order = np.random.default_rng([seed, epoch]).permutation(count)
             order_epoch = epoch
         rows = order[offset * batch_size:(offset + 1) * batch_size]
         yield feed(replicas, make_batch, rows, *((epoch,) if with_epoch else ()))
-        step += 1
 
 
 def steps_per_epoch(count, batch_size):
@@ -150,9 +142,9 @@ def feed(replicas, make_batch, rows, *extra):
 def validation_batches(count, batch_size, make_batch, replicas):
     """The validation data of `fit` (an `OrderedBatches`, or None when no
     item is left): the first `VALIDATION_LIMIT` of the `count` items, in
-    order, rounded down to a multiple of the replicas (data-parallel `fit`
-    splits every batch, the last short one too: JAX refuses a batch that
-    does not divide); how many are left out is printed."""
+    order, rounded down to a multiple of the replicas, said when it drops
+    some (data-parallel `fit` splits every batch, the last short one too:
+    JAX refuses a batch that does not divide)."""
     wanted = min(count, VALIDATION_LIMIT)
     used = wanted - wanted % replicas.num_replicas
     if used < wanted:
@@ -166,12 +158,9 @@ def validation_batches(count, batch_size, make_batch, replicas):
 # ------------------------------------------------------- the task skeleton
 
 
-class Trained:
-    """A run's model (`model`), its `{name: vocabulary}` of the task's
-    `VOCAB_FILES` (`vocabs`), settings (run.json) and hparams."""
-
-    def __init__(self, model, vocabs, settings, hparams):
-        self.model, self.vocabs, self.settings, self.hparams = model, vocabs, settings, hparams
+# A run's model, `{name: vocabulary}` of the task's `VOCAB_FILES`, settings
+# (run.json) and hparams.
+Trained = collections.namedtuple("Trained", "model vocabs settings hparams")
 
 
 class Split:
@@ -220,11 +209,9 @@ class Task:
         RUN_DEFAULTS: the settings that define a run and their defaults
             (each but `seed` a flag of that name).
         WORLD_SETS, PAPER_SETS: `{model: hparams set}` of a new run on
-            Shapes world / on real data (key None for a recipe without
-            --model).
-        WORLD_TASKS: the Shapes world data the recipe reads (`world_folder`).
-        ARCHITECTURES: `{model: architecture}` where a model's sets name
-            another one.
+            Shapes world / on real data (key None without --model).
+        WORLD_TASKS: the Shapes world data the recipe reads.
+        ARCHITECTURES: `{model: architecture}` where they differ.
         VOCAB_FILES: `{name: (file, read)}` of the run's vocabularies
             (`read(path)` loads one; each has `save(path)`).
         ENCODED: the class of an encoded split, `ENCODED(task, split,
@@ -236,8 +223,8 @@ class Task:
         WITH_EPOCH: training targets drawn anew each epoch.
 
     Hooks (see each method): `load_splits`, `new_vocabs`, `new_hparams`,
-    `new_model`, `dummy_inputs`, `schedule`, `decode`, `accuracy`,
-    `report`, `draw`; optional: `compile_args`, `check_run`, `no_split`,
+    `new_model`, `dummy_inputs`, `schedule`, `no_split`, `decode`,
+    `accuracy`, `report`, `draw`; optional: `compile_args`, `check_run`,
     `model_name`, `describe_vocabs`, `before_training`, `results`,
     `result_line`, `real_images`, `train_names`, `eval_names`.
     """
@@ -301,10 +288,9 @@ class Task:
     def prepare_run(self, run, settings, hparams, splits, resuming, write=True):
         """The `Trained` of a training run (vocabularies, hparams fitted to
         the data, model built); a new run's files are committed once its
-        model has been built, by the chief process only (`write`).
-        `resuming`: whether the folder held the run when `resolve_run` read
-        it (read once, so that a process that sees the chief's new files
-        appear still builds the run `resolve_run` resolved)."""
+        model is built, by the chief only (`write`). `resuming`: whether the
+        folder held the run when `resolve_run` read it (so that a process
+        that sees the chief's new files appear builds the same run)."""
         word_vectors = None
         if resuming:
             vocabs = self.read_vocabs(run)
@@ -331,8 +317,6 @@ class Task:
 
     def word_vocab(self, split):
         """A new run's word vocabulary: every word of the training texts."""
-        from keras_structattn.data.word_vocab import WordVocab
-
         return WordVocab.build([self.tokens(r) for r in split.records], min_count=1)
 
     def tokens(self, record):
@@ -348,8 +332,6 @@ class Task:
     def load_trained(self):
         """The run's `Trained` with the weights to use: --weights, else the
         best checkpoint (`--early_stopping`), else the newest readable one."""
-        from keras_structattn.training import checkpoints as checkpoints_lib
-
         run, settings, hparams = self.resolve_run()
         vocabs = self.read_vocabs(run)
         model = self.build_model(hparams, vocabs)
@@ -363,9 +345,8 @@ class Task:
         return self.ENCODED(self, split, trained)
 
     def schedule_scale(self, hparams, per_epoch):
-        """The factor mapping the hparams' epoch schedule onto this run's
-        budget with `--scale_schedule` (`_engine.schedule_scale`): `--epochs`
-        and `--train_steps` against the hparams' epochs."""
+        """`_engine.schedule_scale` of the hparams' epochs against the run's
+        budget (`--epochs`, `--train_steps`)."""
         args = self.args
         budget = (args.epochs or hparams.epochs) * per_epoch
         if args.train_steps:
@@ -373,10 +354,9 @@ class Task:
         return _engine.schedule_scale(hparams.epochs * per_epoch, budget, args)
 
     def compile(self, model, hparams, per_epoch, replicas):
-        """`model.compile` with Adam under the task's `schedule` (gradients
-        clipped to the global norm `clip_norm` where the hparams have one),
-        --jit under `replicas` (`jit_flag`) and `compile_args`. Call it
-        inside `replicas.scope()`."""
+        """`model.compile`: Adam under the task's `schedule` (gradients
+        clipped to the hparams' `clip_norm`, if any), --jit under `replicas`,
+        `compile_args`. Call it inside `replicas.scope()`."""
         model.compile(
             optimizer=keras.optimizers.Adam(
                 self.schedule(hparams, per_epoch), beta_1=hparams.optimizer_adam_beta1,
@@ -393,10 +373,6 @@ class Task:
     def train_names(self):
         """Hook: the names of the training and validation splits."""
         return "train", "val"
-
-    def no_split(self, name):
-        """Hook: the usage error's text when the data has no split `name`."""
-        return f"no {name} {self.ITEMS}"
 
     def the_split(self, splits, name=None, scored=False):
         """`splits[name]` (default --split), else a usage error (`no_split`);
@@ -419,9 +395,7 @@ class Task:
 
     def train(self):
         """Trains to --epochs on the --distribute replicas, resumed from the
-        newest checkpoint in DIR/checkpoints, then evaluates on --split.
-        With several processes every one restores the checkpoint (DIR must
-        be shared) and only the chief writes files."""
+        newest checkpoint (`_engine.fit`), then evaluates on --split."""
         args = self.args
         replicas = _replicas.replicas_of(args)  # first: before any TensorFlow op
         run, settings, hparams = self.resolve_run()
@@ -451,27 +425,31 @@ class Task:
             print(f"[train] {len(train_set)} {self.ITEMS}, {per_epoch} batches of "
                   f"{batch_size} per epoch, {epochs} epochs")
             start = time.time()
-            scores = _engine.ScoresHook(("accuracy",),
-                                        self.accuracy_hook(trained, splits, val_name))
+
+            def accuracy(model):  # --early_stopping accuracy, computed only when asked
+                if val_name is None:
+                    raise _cli.UsageError("--early_stopping accuracy needs validation data")
+                return {"accuracy": self.accuracy(trained._replace(model=model),
+                                                  splits[val_name])}
+
+            scores = _engine.ScoresHook(("accuracy",), accuracy)
             _engine.check_task_score(args, replicas, scores)
 
             def data(step):
-                return epoch_batches(len(train_set), batch_size, settings["seed"],
-                                     train_set.batch, start=step, with_epoch=self.WITH_EPOCH,
-                                     replicas=replicas)
+                def batches():
+                    return epoch_batches(len(train_set), batch_size, settings["seed"],
+                                         train_set.batch, start=step,
+                                         with_epoch=self.WITH_EPOCH, replicas=replicas)
 
-            if replicas.strategy is not None:
-                # Made anew for each of fit's iterators, and split evenly
-                # over the replicas (`_replicas.restarting`).
-                make_data = data
+                # Under MirroredStrategy: made anew for each of fit's
+                # iterators, and split evenly over the replicas.
+                strategy = replicas.strategy is not None
+                return _replicas.restarting(batches, rebatch=True) if strategy else batches()
 
-                def data(step):
-                    return _replicas.restarting(lambda: make_data(step), rebatch=True)
-
-                if validation is not None:
-                    ordered = validation
-                    validation = _replicas.restarting(
-                        lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
+            if validation is not None and replicas.strategy is not None:
+                ordered = validation
+                validation = _replicas.restarting(
+                    lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
             _engine.fit(model, args, data, per_epoch=per_epoch, epochs=epochs,
                         total_steps=args.train_steps, validation=validation, replicas=replicas,
                         scores=scores)
@@ -490,17 +468,6 @@ class Task:
         print("[model] the newest checkpoint, on one device (a MirroredStrategy model would "
               "predict every batch on every replica)")
         return self.evaluate(None, splits)
-
-    def accuracy_hook(self, trained, splits, val_name):
-        """The validation score `--early_stopping accuracy` watches (percent,
-        `accuracy`), computed only when asked."""
-        def compute(model):
-            if val_name is None:
-                raise _cli.UsageError("--early_stopping accuracy needs validation data")
-            return {"accuracy": self.accuracy(Trained(model, trained.vocabs, trained.settings,
-                                                      trained.hparams), splits[val_name])}
-
-        return compute
 
     # ------------------------------------------------------ predicting
 
@@ -569,8 +536,6 @@ class Task:
                 _cli.emit(self.result_line(result))
         return results
 
-    # -------------------------------------------------------- pictures
-
     def real_images(self, records):
         """Hook: the images of real data's `records` (from --images)."""
         return _world.images_by_id(self.args.images, [r.image_id for r in records])
@@ -607,8 +572,6 @@ class RegionEncoded:
     images' regions read per batch."""
 
     def __init__(self, task, split, trained):
-        from keras_structattn.tasks.vqa.vqa import question_batch
-
         self.split, self.trained, self.hparams = split, trained, trained.hparams
         self.text_key = task.TEXT_KEY
         self.texts = question_batch([r.tokens for r in split.records], trained.vocabs["words"],
@@ -654,8 +617,6 @@ class RegionTask(Task):
         """MCAN's: warm-up epochs, then x decay_rate at the decay epochs
         (docs/vqa.md), an epoch being `per_epoch` steps scaled to the run's
         budget (`schedule_scale`)."""
-        from keras_structattn.training.schedules import StepWarmupDecay
-
         scaled_epoch = max(1, round(per_epoch * self.schedule_scale(hparams, per_epoch)))
         return StepWarmupDecay(hparams.learning_rate, scaled_epoch,
                                warmup_epochs=hparams.warmup_epochs,

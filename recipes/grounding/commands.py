@@ -34,16 +34,6 @@ def gt_boxes(split):
     return np.stack([r.normalized_box() for r in split.records])
 
 
-def biggest_boxes(split):
-    """The baseline's prediction: each image's biggest region proposal."""
-    out = []
-    for record in split.records:
-        _, boxes = split.store.regions(record.image_id)
-        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-        out.append(boxes[int(np.argmax(areas))])
-    return np.asarray(out, np.float32)
-
-
 class Encoded(_vl.RegionEncoded):
     """A split's expressions and region proposals; the ranking and box
     regression targets of the run's `--target`."""
@@ -153,8 +143,9 @@ class GroundingTask(_vl.RegionTask):
         "expressions": count}`."""
         boxes = np.stack([box for box, _ in predicted])
         accuracy, correct = refcoco.grounding_accuracy(boxes, gt_boxes(split), IOU_THRESHOLD)
-        baseline, _ = refcoco.grounding_accuracy(biggest_boxes(split), gt_boxes(split),
-                                                 IOU_THRESHOLD)
+        biggest = refcoco.biggest_boxes([split.store.regions(r.image_id)[1]
+                                         for r in split.records])
+        baseline, _ = refcoco.grounding_accuracy(biggest, gt_boxes(split), IOU_THRESHOLD)
         results = [dict(result, correct=bool(ok))
                    for result, ok in zip(self.results(split, predicted), correct)]
         summary = {"expressions": len(split), "accuracy": 100.0 * float(accuracy),

@@ -10,13 +10,14 @@ import numpy as np
 
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.metrics import textvqa as textvqa_metrics
-from keras_structattn.ops import spatial_graph
+from keras_structattn.tasks.textvqa import batches as m4c_batches
 from keras_structattn.tasks.textvqa import features as textvqa_features
 from keras_structattn.tasks.textvqa import report as textvqa_report
 from keras_structattn.tasks.textvqa import textvqa as textvqa_data
 from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
 from keras_structattn.tasks.vqa.report import majority_answers
 from keras_structattn.tasks.vqa.vqa import question_batch
+from keras_structattn.training.schedules import LinearWarmupMultiStepDecay
 from models.textvqa import m4c as m4c_models
 from recipes import _cli
 from recipes import _vl
@@ -40,116 +41,12 @@ def question_tokens(record):
     return [t.lower() for t in record.question_tokens]
 
 
-class Encoded:
-    """A split as model inputs (OCR features: `textvqa_features.
-    ocr_features`), targets made per batch; the run's settings say the
-    model, graph, seed and --fasttext vectors."""
-
-    def __init__(self, task, split, trained):
-        settings, hparams = trained.settings, trained.hparams
-        self.split, self.records, self.hparams = split, split.records, hparams
-        self.answer_vocab = trained.vocabs["answers"]
-        self.spatial = settings["model"] == "sa_m4c"
-        self.graph = settings.get("graph", "spatial")
-        self.seed = settings["seed"]
-        self.questions = question_batch([question_tokens(r) for r in self.records],
-                                        trained.vocabs["words"], hparams.max_question_length)
-        self.word_vectors = None
-        if settings.get("fasttext"):
-            tokens = [t for r in self.records for t in r.ocr_tokens[: hparams.max_ocr]]
-            self.word_vectors = textvqa_features.OcrWordVectors(settings["fasttext"], tokens)
-            if tokens:
-                print(f"[data] {settings['fasttext']}: vectors for "
-                      f"{len(self.word_vectors.rows)} of {len(set(tokens))} OCR token types "
-                      "(the others get zeros)")
-        self._phoc = {}
-        self._targets = {}
-
-    def __len__(self):
-        return len(self.records)
-
-    def inputs(self, rows):
-        """The model inputs (no `previous`) of the records `rows`."""
-        h = self.hparams
-        b, n, t = len(rows), h.max_objects, h.max_ocr
-        out = {"question": self.questions[rows],
-               "objects": np.zeros((b, n, h.object_feature_dim), np.float32),
-               "object_boxes": np.zeros((b, n, 4), np.float32),
-               "object_mask": np.zeros((b, n), bool),
-               "ocr": np.zeros((b, t, h.ocr_feature_dim), np.float32),
-               "ocr_boxes": np.zeros((b, t, 4), np.float32),
-               "ocr_mask": np.zeros((b, t), bool)}
-        for k, row in enumerate(rows):
-            record = self.records[row]
-            objects, boxes, appearance = self.split.store.of(record)
-            m = min(len(objects), n)
-            out["objects"][k, :m], out["object_boxes"][k, :m] = objects[:m], boxes[:m]
-            out["object_mask"][k, :m] = True
-            tokens = record.ocr_tokens[:t]
-            if tokens:
-                out["ocr"][k, : len(tokens)] = textvqa_features.ocr_features(
-                    tokens, appearance[: len(tokens)], self.word_vectors, self._phoc)
-                out["ocr_boxes"][k, : len(tokens)] = record.ocr_boxes[: len(tokens)]
-                out["ocr_mask"][k, : len(tokens)] = True
-        if self.spatial:
-            out["relations"] = self.relations(out, rows)
-        return out
-
-    def relations(self, inputs, rows):
-        """SA-M4C's relation labels of a batch, built on the host."""
-        labels = spatial_graph.textvqa_relations_numpy(
-            inputs["question"] != 0, inputs["object_boxes"], inputs["object_mask"],
-            inputs["ocr_boxes"], inputs["ocr_mask"], self.hparams.num_steps,
-            self.hparams.distance_threshold)
-        if self.graph == "random":
-            # One fixed random graph per question (seeded by the run and the row).
-            labels = np.stack([textvqa_features.random_graph(labels[k], [self.seed, int(row)])
-                               for k, row in enumerate(rows)])
-        return labels
-
-    def _answer_targets(self, row):
-        if row not in self._targets:
-            record = self.records[row]
-            self._targets[row] = textvqa_data.answer_sequences(
-                record.answers, record.ocr_tokens, self.answer_vocab,
-                max_ocr=self.hparams.max_ocr)
-        return self._targets[row]
-
-    def batch(self, rows, epoch=0):
-        """`(inputs, scores [B, S, V + T], loss_mask [B, S])`: one answer
-        sequence per question drawn for teacher forcing, seeded by the run,
-        the epoch and the question (so a resumed run draws what an
-        uninterrupted one would)."""
-        inputs = self.inputs(rows)
-        previous, scores, masks = [], [], []
-        for row in rows:
-            step0, sequences = self._answer_targets(row)
-            sequence = None
-            if sequences:
-                rng = np.random.default_rng([self.seed, epoch, int(row)])
-                sequence = sequences[int(rng.integers(len(sequences)))]
-            p, s, m = textvqa_data.m4c_targets(
-                step0, sequence, self.records[row].ocr_tokens, self.answer_vocab,
-                num_steps=self.hparams.num_steps, max_ocr=self.hparams.max_ocr,
-                all_copies=self.spatial)
-            previous.append(p)
-            scores.append(s)
-            masks.append(m)
-        inputs["previous"] = np.stack(previous)
-        return inputs, np.stack(scores), np.stack(masks)
-
-    def coverage(self):
-        """The share of questions with at least one answer sequence (the
-        others give no loss): the upper bound M4C's targets allow."""
-        return float(np.mean([bool(self._answer_targets(r)[1]) for r in range(len(self))]))
-
-
 class TextVQATask(_vl.Task):
     """TextVQA: M4C and SA-M4C decode the answer word by word, from the
     answer vocabulary or by copying an OCR token; TextVQA accuracy and
     ANLS."""
 
-    MODEL_TYPE, WORLD_TASKS, ENCODED = m4c_models.MODEL_TYPE, "textvqa", Encoded
+    MODEL_TYPE, WORLD_TASKS = m4c_models.MODEL_TYPE, "textvqa"
     RUN_DEFAULTS = textvqa.RUN_DEFAULTS
     WORLD_SETS, PAPER_SETS = textvqa.WORLD_SETS, textvqa.PAPER_SETS
     VOCAB_FILES = {"words": ("question_vocab.json", WordVocab.load),
@@ -161,29 +58,18 @@ class TextVQATask(_vl.Task):
             raise _cli.UsageError("--graph is for --model sa_m4c (M4C has no relation graph)")
 
     def read_split(self, name, path):
-        """A `Split` from an imdb; entries whose features are missing or
-        malformed are an error naming the file and question, or with
-        --skip_invalid skipped and counted."""
+        """A `Split` from an imdb, its entries with features (`with_features`)."""
         args = self.args
         records, report = textvqa_data.read_imdb(path, skip_invalid=args.skip_invalid)
         print(f"[data] {name}: {report.summary()}")
         features = textvqa_features.ImageFeatures(path, args.object_features, args.ocr_features)
-
-        def problem(record):
-            try:
-                features.of(record)
-            except textvqa_features.FeatureError as error:
-                return str(error)
-            return None
-
-        kept = _vl.with_features(name, records, problem, args.skip_invalid)
+        kept = _vl.with_features(name, records, features.problem, args.skip_invalid)
         if not kept:
             raise ValueError(f"{path}: no question left to use")
         return _vl.Split(name, kept, features)
 
     def load_splits(self, needed):
-        """`{split: Split}` of the splits in `needed` that the data has
-        (Shapes world generated or reused when no data flag is given)."""
+        """`{split: Split}` of the splits in `needed` that the data has."""
         if self.data_given:
             paths = {s: getattr(self.args, f"imdb_{s}") for s in textvqa.SPLITS}
         else:
@@ -238,26 +124,28 @@ class TextVQATask(_vl.Task):
                                            vocabs["answers"].size, seed=seed)
 
     def dummy_inputs(self, hparams, model):
-        n, t, q = hparams.max_objects, hparams.max_ocr, hparams.max_question_length
-        inputs = {"question": np.ones((1, q), "int32"),
-                  "objects": np.zeros((1, n, hparams.object_feature_dim), "float32"),
-                  "object_boxes": np.zeros((1, n, 4), "float32"),
-                  "object_mask": np.ones((1, n), bool),
-                  "ocr": np.zeros((1, t, hparams.ocr_feature_dim), "float32"),
-                  "ocr_boxes": np.zeros((1, t, 4), "float32"),
-                  "ocr_mask": np.ones((1, t), bool),
-                  "previous": np.ones((1, hparams.num_steps), "int32")}
-        if model.spatial:
-            length = q + n + t + hparams.num_steps
-            inputs["relations"] = np.zeros((1, length, length), "int32")
-        return inputs
+        return m4c_batches.dummy_inputs(hparams, model.spatial)
+
+    def encode(self, split, trained):
+        settings, hparams = trained.settings, trained.hparams
+        word_vectors = None
+        if settings.get("fasttext"):
+            tokens = [t for r in split.records for t in r.ocr_tokens[: hparams.max_ocr]]
+            word_vectors = textvqa_features.OcrWordVectors(settings["fasttext"], tokens)
+            if tokens:
+                print(f"[data] {settings['fasttext']}: vectors for {len(word_vectors.rows)} "
+                      f"of {len(set(tokens))} OCR token types (the others get zeros)")
+        questions = question_batch([question_tokens(r) for r in split.records],
+                                   trained.vocabs["words"], hparams.max_question_length)
+        return m4c_batches.M4CBatches(
+            split.records, split.store, questions, trained.vocabs["answers"], hparams,
+            spatial=settings["model"] == "sa_m4c", random=settings.get("graph") == "random",
+            seed=settings["seed"], word_vectors=word_vectors)
 
     def schedule(self, hparams, per_epoch):
         """M4C's warm-up and step decay (the gradients clipped to mmf's
         `max_grad_l2_norm`, `clip_norm`), its steps fractions of the run's
         budget (`schedule_scale`)."""
-        from keras_structattn.training.schedules import LinearWarmupMultiStepDecay
-
         scale = self.schedule_scale(hparams, per_epoch)
         decay_steps = ",".join(str(max(1, round(int(s) * scale)))
                                for s in str(hparams.decay_steps).split(",") if s.strip())

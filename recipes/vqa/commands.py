@@ -18,6 +18,7 @@ from keras_structattn.tasks.vqa import vqa as vqa_data
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import dictionaries
 from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
+from keras_structattn.training.losses import soft_accuracy
 from models.vqa import build as vqa_models
 from recipes import _cli
 from recipes import _vl
@@ -44,13 +45,6 @@ class Encoded(_vl.RegionEncoded):
         return self.inputs(rows), targets
 
 
-def soft_accuracy(y_true, y_pred):
-    """The soft score of the top answer (MCAN's training accuracy): a
-    proxy of the VQA accuracy over the answer vocabulary."""
-    top = keras.ops.argmax(y_pred, axis=-1)
-    return keras.ops.take_along_axis(y_true, keras.ops.expand_dims(top, -1), axis=-1)[:, 0]
-
-
 class VQATask(_vl.RegionTask):
     """VQA v2: MCAN, MCAN+PA, MUAN and Transformer(+CATT) answering from a
     fixed answer vocabulary (soft scores as MCAN), official accuracy."""
@@ -70,8 +64,7 @@ class VQATask(_vl.RegionTask):
                                   lambda r: f"question {r.question_id}, {questions}")
 
     def load_splits(self, needed):
-        """`{split: Split}` of the splits in `needed` that the data has
-        (Shapes world generated or reused when no data flag is given)."""
+        """`{split: Split}` of the splits in `needed` that the data has."""
         args, splits = self.args, {}
         folder = None if self.data_given else self.world_folder()
         for name in needed:
@@ -121,11 +114,8 @@ class VQATask(_vl.RegionTask):
 
     def before_training(self, trained, train_set):
         """CATT: the dictionaries set to K-means centres of the training
-        split's embedded words and regions (the paper's initialisation), or
-        left at uniform(0, 0.01) with --dictionary_init uniform. A run with
-        a checkpoint gets its trained dictionaries from it; one killed
-        before its first checkpoint fits the same centres again (the
-        K-means is seeded by the run's seed)."""
+        split's embedded words and regions (seeded by the run's seed), or
+        uniform(0, 0.01) with --dictionary_init uniform; not when resuming."""
         model, settings = trained.model, trained.settings
         if not dictionaries.has_dictionaries(model):
             return

@@ -451,6 +451,22 @@ def grounding_targets(region_boxes, region_mask, gt_box, *, target="iou", thresh
     return out
 
 
+def biggest_boxes(region_boxes):
+    """The biggest-proposal baseline: the biggest box of each image.
+
+    Args:
+        region_boxes: one `[N, 4]` array `(x1, y1, x2, y2)` per image.
+
+    Returns:
+        float32 `[len(region_boxes), 4]`.
+    """
+    out = []
+    for boxes in region_boxes:
+        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        out.append(boxes[int(np.argmax(areas))])
+    return np.asarray(out, np.float32)
+
+
 def grounding_accuracy(pred_boxes, gt_boxes, threshold=0.5, *, strict=True):
     """Comprehension accuracy: the share of predicted boxes matching the target.
 

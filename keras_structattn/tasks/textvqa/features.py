@@ -127,6 +127,16 @@ class ImageFeatures:
             raise FeatureError(f"{where}: non-finite features")
         return objects, np.asarray(boxes, np.float32), ocr
 
+    def problem(self, record):
+        """What is wrong with a record's features (the `FeatureError`'s
+        text), or None when `of(record)` reads them."""
+        try:
+            self.of(record)
+        except FeatureError as error:
+            return str(error)
+        return None
+
+
 
 class OcrWordVectors:
     """The word vectors of OCR tokens from a FastText / word2vec text file,
