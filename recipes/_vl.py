@@ -1,11 +1,12 @@
 """What the vision-and-language recipes share (VQA, grounding, TextVQA):
 their commands written once (`Task`, subclassed by each recipe with its
 hooks; `RegionTask` for the models on region features), region batches,
-the epoch-based resumable `fit` and their data-parallel training
+the epoch-based resumable training and its data-parallel form
 (`--distribute`, docs/distributed.md).
 """
 
 import collections
+import itertools
 import math
 import os
 import time
@@ -14,25 +15,27 @@ import keras
 import numpy as np
 
 from keras_structattn.data import image_features
+from keras_structattn.data.word_vectors import read_word_vectors as read_vectors
+from keras_structattn.data.word_vocab import WordVocab
+from keras_structattn.tasks.vqa.vqa import question_batch
+from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training.history import history_from_csv
+from keras_structattn.training.schedules import StepWarmupDecay
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
 from recipes import _run
+from recipes import _world
 from recipes._run import RunFolder
 from recipes._run import write_json
 
 CHECKPOINTS = "checkpoints"
 VALIDATION_LIMIT = 2000  # validation items per epoch (the first ones, in order)
-def global_batch_size(args, hparams, replicas):
-    """The global batch: --batch_size, else the hparams' (with --hparams
-    applied), checked to split evenly over the replicas before the run's
-    data is read or its files written. Each replica gets an equal share,
-    so the optimizer steps and the schedule are those of one device.
 
-    Raises:
-        UsageError: the batch does not split evenly.
-    """
+
+def global_batch_size(args, hparams, replicas):
+    """--batch_size, else the hparams' (with --hparams applied), checked to
+    split evenly over the replicas (a UsageError) before any data is read."""
     if args.batch_size:
         _replicas.check_batch(replicas, args.batch_size)
         return args.batch_size
@@ -51,13 +54,10 @@ def decay_epochs(hparams):
 
 
 def read_word_vectors(path, vocab):
-    """The embedding matrix `[vocab_size, dim]` of the question words from a
-    GloVe-format file; words it lacks (and the reserved ids) get small
-    random rows, counted."""
-    from keras_structattn.data.word_vectors import read_word_vectors as read
-
+    """The `[vocab_size, dim]` embedding of the words from a GloVe-format
+    file; the words it lacks get small random rows, counted."""
     words = [vocab.id_to_word(i) for i in range(vocab.vocab_size)]
-    matrix, found = read(path, words)
+    matrix, found = read_vectors(path, words)
     missing = ~np.asarray(found)
     rng = np.random.default_rng(0)
     matrix[missing] = rng.normal(0.0, 0.1, (int(missing.sum()), matrix.shape[1]))
@@ -78,33 +78,22 @@ def max_regions_of(store, wanted):
 
 def epoch_batches(count, batch_size, seed, make_batch, start=0, with_epoch=False,
                   replicas=None):
-    """Training batches, forever: step `s` is batch `s % per_epoch` of epoch
-    `s // per_epoch`, each epoch a permutation of the `count` items drawn
-    from `(seed, epoch)` with the last incomplete batch dropped (as MCAN),
-    so a run resumed at step `start` reads what an uninterrupted one would
-    (on any number of devices: the global batches do not depend on them).
-
-    Args:
-        count: number of training items.
-        batch_size: items per batch.
-        seed: the run's seed.
-        make_batch: `make_batch(indices)` -> a batch (`make_batch(indices,
-            epoch)` with `with_epoch`: for targets sampled anew each epoch).
-        start: the first step.
-        with_epoch: pass the 0-based epoch to `make_batch`.
-        replicas: the run's `Replicas` (None: one device); see `feed`.
-    """
+    """Training batches of `make_batch(indices)` (`make_batch(indices,
+    epoch)` `with_epoch`: targets sampled anew each epoch), forever, from
+    step `start`: step `s` is batch `s % per_epoch` of epoch `s //
+    per_epoch`, each epoch a permutation of the `count` items drawn from
+    `(seed, epoch)` with the last incomplete batch dropped (as MCAN), so a
+    resumed run reads what an uninterrupted one would, on any number of
+    devices (`replicas`: see `feed`)."""
     per_epoch = steps_per_epoch(count, batch_size)
-    step = start
     order, order_epoch = None, None
-    while True:
+    for step in itertools.count(start):
         epoch, offset = divmod(step, per_epoch)
         if epoch != order_epoch:
             order = np.random.default_rng([seed, epoch]).permutation(count)
             order_epoch = epoch
         rows = order[offset * batch_size:(offset + 1) * batch_size]
         yield feed(replicas, make_batch, rows, *((epoch,) if with_epoch else ()))
-        step += 1
 
 
 def steps_per_epoch(count, batch_size):
@@ -113,14 +102,8 @@ def steps_per_epoch(count, batch_size):
 
 
 class OrderedBatches(keras.utils.PyDataset):
-    """Items `0..count-1` in order, in batches (the last one short).
-
-    Args:
-        count: number of items.
-        batch_size: items per (global) batch.
-        make_batch: `make_batch(indices)` -> a batch.
-        replicas: the run's `Replicas` (None: one device); see `feed`.
-    """
+    """Items `0..count-1` in order, in (global) batches of `make_batch(indices)`,
+    the last one short; `replicas`: see `feed`."""
 
     def __init__(self, count, batch_size, make_batch, replicas=None):
         super().__init__()
@@ -157,21 +140,11 @@ def feed(replicas, make_batch, rows, *extra):
 
 
 def validation_batches(count, batch_size, make_batch, replicas):
-    """The validation data of `fit`: the first `VALIDATION_LIMIT` of the
-    `count` items, in order. Data-parallel `fit` splits every batch over
-    the replicas, the last short one too (JAX refuses a batch that does not
-    divide), so the items are rounded down to a multiple of the replicas;
-    how many are left out is printed.
-
-    Args:
-        count: number of validation items.
-        batch_size: the global batch (a multiple of the replicas).
-        make_batch: `make_batch(indices)` -> a batch.
-        replicas: the run's `Replicas`.
-
-    Returns:
-        An `OrderedBatches`, or None when no item is left.
-    """
+    """The validation data of `fit` (an `OrderedBatches`, or None when no
+    item is left): the first `VALIDATION_LIMIT` of the `count` items, in
+    order, rounded down to a multiple of the replicas, said when it drops
+    some (data-parallel `fit` splits every batch, the last short one too:
+    JAX refuses a batch that does not divide)."""
     wanted = min(count, VALIDATION_LIMIT)
     used = wanted - wanted % replicas.num_replicas
     if used < wanted:
@@ -182,97 +155,16 @@ def validation_batches(count, batch_size, make_batch, replicas):
     return OrderedBatches(used, batch_size, make_batch, replicas)
 
 
-def fit_resumable(model, args, train_batches, per_epoch, epochs, validation=None,
-                  replicas=None, scores=None):
-    """The engine's `fit` (`recipes._engine`) to `epochs` epochs of
-    `per_epoch` steps (or `--train_steps`), resumed from the newest
-    checkpoint in DIR/checkpoints.
-
-    Call it inside `replicas.scope()` (the checkpoint's optimizer state is
-    built there). With several processes every one restores the checkpoint
-    (DIR must be shared) and only the chief writes checkpoints, history and
-    logs.
-
-    Args:
-        model: the compiled model.
-        args: the flags.
-        train_batches: `train_batches(start_step)` -> a batch generator.
-        per_epoch: steps per epoch.
-        epochs: the epochs to reach.
-        validation: optional validation data for `fit`.
-        replicas: the run's `Replicas` (None: one device).
-        scores: the task's validation scores (`_engine.ScoresHook`), or None.
-    """
-    _engine.check_task_score(args, replicas, scores)
-    data = train_batches
-    if replicas is not None and replicas.strategy is not None:
-        # Made anew for each of fit's iterators, and split evenly over the
-        # replicas (`_replicas.restarting`).
-        def data(done):
-            return _replicas.restarting(lambda: train_batches(done), rebatch=True)
-
-        if validation is not None:
-            ordered = validation
-            validation = _replicas.restarting(
-                lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
-    _engine.fit(model, args, data, per_epoch=per_epoch, epochs=epochs,
-                total_steps=args.train_steps, validation=validation, replicas=replicas,
-                scores=scores)
-
-
-def schedule_steps(args, hparams, per_epoch):
-    """The factor mapping the hparams' epoch schedule onto this run's
-    budget with `--scale_schedule` (`_engine.schedule_scale`): `--epochs`
-    and `--train_steps` against the hparams' epochs."""
-    planned = hparams.epochs * per_epoch
-    budget = (args.epochs or hparams.epochs) * per_epoch
-    if args.train_steps:
-        budget = min(budget, args.train_steps)
-    return _engine.schedule_scale(planned, budget, args)
-
-
-def compile_model(model, hparams, per_epoch, args, replicas=None, **compile_args):
-    """`model.compile` with MCAN's optimiser: Adam at `hparams.learning_rate`
-    under `StepWarmupDecay` (warm-up epochs, then x decay_rate at the
-    decay epochs: the MCAN code's schedule, docs/vqa.md), with the
-    --jit setting under `replicas` (`jit_flag`); `compile_args` are the
-    loss, metrics, ... Call it inside `replicas.scope()`."""
-    from keras_structattn.training.schedules import StepWarmupDecay
-
-    # Warm-up and decay epochs as fractions of the budget: the schedule's
-    # epoch is `per_epoch` steps scaled to the run's length.
-    scaled_epoch = max(1, round(per_epoch * schedule_steps(args, hparams, per_epoch)))
-    model.compile(
-        optimizer=keras.optimizers.Adam(
-            StepWarmupDecay(hparams.learning_rate, scaled_epoch,
-                            warmup_epochs=hparams.warmup_epochs,
-                            decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate),
-            beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-            epsilon=hparams.optimizer_adam_epsilon),
-        jit_compile=_replicas.jit_flag(args, replicas),
-        **compile_args,
-    )
-
-
 # ------------------------------------------------------- the task skeleton
 
 
-class Trained:
-    """A run's model and what feeding it and reading its outputs needs.
-
-    Attributes:
-        model: the built model (its weights loaded, or being trained).
-        vocabs: `{name: vocabulary}` of the task's `VOCAB_FILES`.
-        settings: the run's settings (run.json).
-        hparams: the run's hparams.
-    """
-
-    def __init__(self, model, vocabs, settings, hparams):
-        self.model, self.vocabs, self.settings, self.hparams = model, vocabs, settings, hparams
+# A run's model, `{name: vocabulary}` of the task's `VOCAB_FILES`, settings
+# (run.json) and hparams.
+Trained = collections.namedtuple("Trained", "model vocabs settings hparams")
 
 
 class Split:
-    """One split: its records and their feature store (regions, or
+    """One split: its name, records and their feature store (regions, or
     TextVQA's `ImageFeatures`)."""
 
     def __init__(self, name, records, store):
@@ -287,19 +179,10 @@ class Split:
 
 
 def with_features(name, records, problem, skip_invalid, items="questions"):
-    """The `records` whose features are there.
-
-    Args:
-        name: the split's name (status lines).
-        records: the split's records.
-        problem: `problem(record)` -> None, or what is wrong with its
-            features (naming the file and the record).
-        skip_invalid: count the others instead of stopping at the first.
-        items: what the records are, plural.
-
-    Raises:
-        ValueError: a record lacks features and `skip_invalid` is off.
-    """
+    """The `records` of split `name` for which `problem(record)` (what is
+    wrong with its features, naming the file and the record) is None; the
+    first problem is a ValueError, or with `skip_invalid` the others are
+    counted."""
     kept, problems = [], []
     for record in records:
         found = problem(record)
@@ -316,21 +199,6 @@ def with_features(name, records, problem, skip_invalid, items="questions"):
     return kept
 
 
-def majority_answers(pairs):
-    """The most common answer of each question type (ties: alphabetical)
-    and over all, from `(question type, answer)` pairs."""
-    by_type = collections.defaultdict(collections.Counter)
-    overall = collections.Counter()
-    for kind, answer in pairs:
-        by_type[kind][answer] += 1
-        overall[answer] += 1
-
-    def top(counter):
-        return min(counter.items(), key=lambda kv: (-kv[1], kv[0]))[0] if counter else ""
-
-    return {t: top(c) for t, c in by_type.items()}, top(overall)
-
-
 class Task:
     """The commands of a vision-and-language recipe (`train`, `evaluate`,
     `predict`, `visualize`), written once; each recipe subclasses it with
@@ -341,12 +209,13 @@ class Task:
         RUN_DEFAULTS: the settings that define a run and their defaults
             (each but `seed` a flag of that name).
         WORLD_SETS, PAPER_SETS: `{model: hparams set}` of a new run on
-            Shapes world / on real data (key None for a recipe without
-            --model).
-        ARCHITECTURES: `{model: architecture}` where a model's sets name
-            another one.
+            Shapes world / on real data (key None without --model).
+        WORLD_TASKS: the Shapes world data the recipe reads.
+        ARCHITECTURES: `{model: architecture}` where they differ.
         VOCAB_FILES: `{name: (file, read)}` of the run's vocabularies
             (`read(path)` loads one; each has `save(path)`).
+        ENCODED: the class of an encoded split, `ENCODED(task, split,
+            trained)`: `len`, `inputs(rows)`, `batch(rows[, epoch])`.
         ITEMS, DONE: what the records are and what predicting does to
             them ("questions", "answered"), for status lines.
         PREDICTED: what `predict` writes ("answers").
@@ -354,8 +223,8 @@ class Task:
         WITH_EPOCH: training targets drawn anew each epoch.
 
     Hooks (see each method): `load_splits`, `new_vocabs`, `new_hparams`,
-    `new_model`, `dummy_inputs`, `compile`, `encode`, `decode`,
-    `accuracy`, `report`, `draw`; optional: `check_run`, `no_split`,
+    `new_model`, `dummy_inputs`, `schedule`, `no_split`, `decode`,
+    `accuracy`, `report`, `draw`; optional: `compile_args`, `check_run`,
     `model_name`, `describe_vocabs`, `before_training`, `results`,
     `result_line`, `real_images`, `train_names`, `eval_names`.
     """
@@ -372,6 +241,14 @@ class Task:
     def run(self):
         """Runs `args.command`; returns what it returns."""
         return getattr(self, self.args.command)()
+
+    def world_folder(self):
+        """The Shapes world folder with the recipe's data (made if needed)."""
+        return _world.ensure_world(self.args, tasks=self.WORLD_TASKS,
+                                   default_seed=self.RUN_DEFAULTS["seed"])
+
+    def output_file(self, name):
+        return os.path.join(self.args.output_dir, name)
 
     # -------------------------------------------------------- the run
 
@@ -411,10 +288,9 @@ class Task:
     def prepare_run(self, run, settings, hparams, splits, resuming, write=True):
         """The `Trained` of a training run (vocabularies, hparams fitted to
         the data, model built); a new run's files are committed once its
-        model has been built, by the chief process only (`write`).
-        `resuming`: whether the folder held the run when `resolve_run` read
-        it (read once, so that a process that sees the chief's new files
-        appear still builds the run `resolve_run` resolved)."""
+        model is built, by the chief only (`write`). `resuming`: whether the
+        folder held the run when `resolve_run` read it (so that a process
+        that sees the chief's new files appear builds the same run)."""
         word_vectors = None
         if resuming:
             vocabs = self.read_vocabs(run)
@@ -441,8 +317,6 @@ class Task:
 
     def word_vocab(self, split):
         """A new run's word vocabulary: every word of the training texts."""
-        from keras_structattn.data.word_vocab import WordVocab
-
         return WordVocab.build([self.tokens(r) for r in split.records], min_count=1)
 
     def tokens(self, record):
@@ -458,27 +332,47 @@ class Task:
     def load_trained(self):
         """The run's `Trained` with the weights to use: --weights, else the
         best checkpoint (`--early_stopping`), else the newest readable one."""
-        from keras_structattn.training import checkpoints as checkpoints_lib
-
         run, settings, hparams = self.resolve_run()
         vocabs = self.read_vocabs(run)
         model = self.build_model(hparams, vocabs)
         weights = (self.args.weights or _engine.Phase().best_weights(self.args.output_dir)
-                   or checkpoints_lib.latest_checkpoint(
-                       os.path.join(self.args.output_dir, CHECKPOINTS)))
+                   or checkpoints_lib.latest_checkpoint(self.output_file(CHECKPOINTS)))
         model.load_weights(weights)
         print(f"[model] weights {weights}")
         return Trained(model, vocabs, settings, hparams)
+
+    def encode(self, split, trained):
+        return self.ENCODED(self, split, trained)
+
+    def schedule_scale(self, hparams, per_epoch):
+        """`_engine.schedule_scale` of the hparams' epochs against the run's
+        budget (`--epochs`, `--train_steps`)."""
+        args = self.args
+        budget = (args.epochs or hparams.epochs) * per_epoch
+        if args.train_steps:
+            budget = min(budget, args.train_steps)
+        return _engine.schedule_scale(hparams.epochs * per_epoch, budget, args)
+
+    def compile(self, model, hparams, per_epoch, replicas):
+        """`model.compile`: Adam under the task's `schedule` (gradients
+        clipped to the hparams' `clip_norm`, if any), --jit under `replicas`,
+        `compile_args`. Call it inside `replicas.scope()`."""
+        model.compile(
+            optimizer=keras.optimizers.Adam(
+                self.schedule(hparams, per_epoch), beta_1=hparams.optimizer_adam_beta1,
+                beta_2=hparams.optimizer_adam_beta2, epsilon=hparams.optimizer_adam_epsilon,
+                global_clipnorm=getattr(hparams, "clip_norm", None)),
+            jit_compile=_replicas.jit_flag(self.args, replicas), **self.compile_args(hparams))
+
+    def compile_args(self, hparams):
+        """Hook: the loss, metrics, ... of `model.compile`."""
+        return {}
 
     # ---------------------------------------------------------- train
 
     def train_names(self):
         """Hook: the names of the training and validation splits."""
         return "train", "val"
-
-    def no_split(self, name):
-        """Hook: the usage error's text when the data has no split `name`."""
-        return f"no {name} {self.ITEMS}"
 
     def the_split(self, splits, name=None, scored=False):
         """`splits[name]` (default --split), else a usage error (`no_split`);
@@ -500,8 +394,8 @@ class Task:
         """Hook: what a task does before the first step (after compiling)."""
 
     def train(self):
-        """Trains to --epochs (resuming from the newest checkpoint) on the
-        --distribute replicas, then evaluates on --split."""
+        """Trains to --epochs on the --distribute replicas, resumed from the
+        newest checkpoint (`_engine.fit`), then evaluates on --split."""
         args = self.args
         replicas = _replicas.replicas_of(args)  # first: before any TensorFlow op
         run, settings, hparams = self.resolve_run()
@@ -531,13 +425,34 @@ class Task:
             print(f"[train] {len(train_set)} {self.ITEMS}, {per_epoch} batches of "
                   f"{batch_size} per epoch, {epochs} epochs")
             start = time.time()
-            fit_resumable(
-                model, args,
-                lambda step: epoch_batches(len(train_set), batch_size, settings["seed"],
-                                           train_set.batch, start=step,
-                                           with_epoch=self.WITH_EPOCH, replicas=replicas),
-                per_epoch, epochs, validation, replicas,
-                _engine.ScoresHook(("accuracy",), self.accuracy_hook(trained, splits, val_name)))
+
+            def accuracy(model):  # --early_stopping accuracy, computed only when asked
+                if val_name is None:
+                    raise _cli.UsageError("--early_stopping accuracy needs validation data")
+                return {"accuracy": self.accuracy(trained._replace(model=model),
+                                                  splits[val_name])}
+
+            scores = _engine.ScoresHook(("accuracy",), accuracy)
+            _engine.check_task_score(args, replicas, scores)
+
+            def data(step):
+                def batches():
+                    return epoch_batches(len(train_set), batch_size, settings["seed"],
+                                         train_set.batch, start=step,
+                                         with_epoch=self.WITH_EPOCH, replicas=replicas)
+
+                # Under MirroredStrategy: made anew for each of fit's
+                # iterators, and split evenly over the replicas.
+                strategy = replicas.strategy is not None
+                return _replicas.restarting(batches, rebatch=True) if strategy else batches()
+
+            if validation is not None and replicas.strategy is not None:
+                ordered = validation
+                validation = _replicas.restarting(
+                    lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
+            _engine.fit(model, args, data, per_epoch=per_epoch, epochs=epochs,
+                        total_steps=args.train_steps, validation=validation, replicas=replicas,
+                        scores=scores)
         print(f"[train] done ({time.time() - start:.0f} s in this command)")
         if replicas.is_chief:  # every metric's history
             write_json(run.file("train_summary.json"),
@@ -553,17 +468,6 @@ class Task:
         print("[model] the newest checkpoint, on one device (a MirroredStrategy model would "
               "predict every batch on every replica)")
         return self.evaluate(None, splits)
-
-    def accuracy_hook(self, trained, splits, val_name):
-        """The validation score `--early_stopping accuracy` watches (percent,
-        `accuracy`), computed only when asked."""
-        def compute(model):
-            if val_name is None:
-                raise _cli.UsageError("--early_stopping accuracy needs validation data")
-            return {"accuracy": self.accuracy(Trained(model, trained.vocabs, trained.settings,
-                                                      trained.hparams), splits[val_name])}
-
-        return compute
 
     # ------------------------------------------------------ predicting
 
@@ -598,11 +502,7 @@ class Task:
     def evaluate(self, trained=None, splits=None):
         """Predicts the --split records and scores them next to the task's
         baselines (`report`): DIR/<split>_results.json, <split>_scores.json,
-        the score table on stdout.
-
-        Returns:
-            The model's scores.
-        """
+        the score table on stdout. Returns the model's scores."""
         args = self.args
         trained = trained or self.load_trained()
         if splits is None or args.split not in splits:
@@ -617,9 +517,6 @@ class Task:
         for line in lines:
             _cli.emit(line)
         return scores
-
-    def output_file(self, name):
-        return os.path.join(self.args.output_dir, name)
 
     def predict_records(self):
         """Hook: the split `predict` reads (default: --split)."""
@@ -639,20 +536,14 @@ class Task:
                 _cli.emit(self.result_line(result))
         return results
 
-    # -------------------------------------------------------- pictures
-
     def real_images(self, records):
         """Hook: the images of real data's `records` (from --images)."""
-        from recipes import _world
-
         return _world.images_by_id(self.args.images, [r.image_id for r in records])
 
     def visualize(self):
-        """One PNG per record of the first of --split (`draw`), in
+        """One PNG per record of the first of --split (`draw(trained,
+        encoded, k, prediction, image)` -> `(picture, name, text)`), in
         DIR/<PICTURES>; one `path<TAB>text` line each on stdout."""
-        from keras_structattn.tasks import attention_maps
-        from recipes import _world
-
         args = self.args
         trained = self.load_trained()
         chosen = self.the_split(self.load_splits((args.split,))).head(
@@ -669,8 +560,7 @@ class Task:
 
         def pictures():
             for k, (prediction, image) in enumerate(zip(predicted, images)):
-                picture, name, text = self.draw(trained, encoded, k, prediction, image,
-                                                attention_maps)
+                picture, name, text = self.draw(trained, encoded, k, prediction, image)
                 yield name, picture, text
 
         return _run.save_pictures(os.path.join(args.output_dir, self.PICTURES), pictures(),
@@ -679,17 +569,9 @@ class Task:
 
 class RegionEncoded:
     """A split as the inputs of a region model: the texts' word ids, the
-    images' regions read per batch.
-
-    Args:
-        task: the `RegionTask`.
-        split: the `Split` (a region store).
-        trained: the run's `Trained`.
-    """
+    images' regions read per batch."""
 
     def __init__(self, task, split, trained):
-        from keras_structattn.tasks.vqa.vqa import question_batch
-
         self.split, self.trained, self.hparams = split, trained, trained.hparams
         self.text_key = task.TEXT_KEY
         self.texts = question_batch([r.tokens for r in split.records], trained.vocabs["words"],
@@ -730,6 +612,15 @@ class RegionTask(Task):
         return {self.TEXT_KEY: np.ones((1, getattr(hparams, self.TEXT_LENGTH)), "int32"),
                 "regions": np.zeros((1, n, hparams.feature_dim), "float32"),
                 "boxes": np.zeros((1, n, 4), "float32"), "region_mask": np.ones((1, n), bool)}
+
+    def schedule(self, hparams, per_epoch):
+        """MCAN's: warm-up epochs, then x decay_rate at the decay epochs
+        (docs/vqa.md), an epoch being `per_epoch` steps scaled to the run's
+        budget (`schedule_scale`)."""
+        scaled_epoch = max(1, round(per_epoch * self.schedule_scale(hparams, per_epoch)))
+        return StepWarmupDecay(hparams.learning_rate, scaled_epoch,
+                               warmup_epochs=hparams.warmup_epochs,
+                               decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate)
 
     def read_split(self, name, records, features, describe):
         """The `Split` of `records` whose images the features file or folder

@@ -186,3 +186,18 @@ class SoftTargetBinaryCrossEntropy(keras.losses.Loss):
             ops.relu(logits) - logits * targets + ops.log1p(ops.exp(-ops.abs(logits)))
         )
         return ops.sum(per_answer, axis=-1)
+
+
+def soft_accuracy(y_true, y_pred):
+    """The soft score of the top answer: MCAN's training accuracy, a proxy
+    of the VQA accuracy over the answer vocabulary (a `compile` metric).
+
+    Args:
+        y_true: soft targets `[B, num_answers]` in [0, 1].
+        y_pred: logits or scores `[B, num_answers]`.
+
+    Returns:
+        `[B]`, each question's target score of its top answer.
+    """
+    top = ops.argmax(y_pred, axis=-1)
+    return ops.take_along_axis(y_true, ops.expand_dims(top, -1), axis=-1)[:, 0]

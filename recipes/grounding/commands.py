@@ -1,7 +1,6 @@
 """The commands of the grounding recipe (flags: `recipes.grounding`):
-`GroundingTask`, the hooks of `recipes._vl.Task`.
-
-Status goes to stderr, results to stdout (`_cli.emit`).
+`GroundingTask`, the hooks of `recipes._vl.Task`. Status goes to stderr,
+results to stdout (`_cli.emit`).
 """
 
 import collections
@@ -11,6 +10,7 @@ import keras
 import numpy as np
 
 from keras_structattn.data.word_vocab import WordVocab
+from keras_structattn.tasks import attention_maps
 from keras_structattn.tasks.grounding import heads as grounding_heads
 from keras_structattn.tasks.grounding import refcoco
 from keras_structattn.tasks.vqa.vqa import records_report
@@ -57,7 +57,7 @@ class GroundingTask(_vl.RegionTask):
     """Referring expressions: MUAN ranks the region proposals and refines
     the top one's box; correct at IoU > 0.5 with the referred box."""
 
-    MODEL_TYPE = "grounding"
+    MODEL_TYPE, WORLD_TASKS, ENCODED = "grounding", "refs", Encoded
     RUN_DEFAULTS = grounding.RUN_DEFAULTS
     WORLD_SETS, PAPER_SETS = grounding.WORLD_SETS, grounding.PAPER_SETS
     VOCAB_FILES = {"words": ("vocab.json", WordVocab.load)}
@@ -71,8 +71,7 @@ class GroundingTask(_vl.RegionTask):
         if self.data_given:
             refs, instances, folder = args.refs, args.instances, None
         else:
-            folder = _world.ensure_world(args, tasks="refs",
-                                         default_seed=grounding.RUN_DEFAULTS["seed"])
+            folder = self.world_folder()
             refs, instances = (os.path.join(folder, "refs", f) for f in ("refs.json",
                                                                           "instances.json"))
         records, report = refcoco.read_refs(refs, instances, splits=list(needed),
@@ -106,20 +105,14 @@ class GroundingTask(_vl.RegionTask):
         return MUANGrounding.from_hparams(hparams, vocabs["words"].vocab_size,
                                           word_vectors=word_vectors, seed=seed)
 
-    def compile(self, model, hparams, per_epoch, replicas):
-        _vl.compile_model(
-            model, hparams, per_epoch, self.args, replicas,
-            loss={"scores": grounding_heads.RankLoss(),
-                  "box_deltas": grounding_heads.BoxRegressionLoss()},
-            loss_weights={"scores": hparams.rank_weight, "box_deltas": hparams.regression_weight})
+    def compile_args(self, hparams):
+        return {"loss": {"scores": grounding_heads.RankLoss(),
+                         "box_deltas": grounding_heads.BoxRegressionLoss()},
+                "loss_weights": {"scores": hparams.rank_weight,
+                                 "box_deltas": hparams.regression_weight}}
 
     def model_name(self, settings):
         return "MUAN grounding"
-
-    def encode(self, split, trained):
-        return Encoded(self, split, trained)
-
-    # ---------------------------------------------------------- predicting
 
     def decode(self, trained, split, rows, inputs, outputs):
         """`(box [4] normalised, region scores [N] softmaxed)` of each
@@ -138,7 +131,7 @@ class GroundingTask(_vl.RegionTask):
     def results(self, split, predicted):
         """`[{ref_id, sent_id, image_id, bbox [x, y, w, h] pixels}]`."""
         return [{"ref_id": r.ref_id, "sent_id": r.sent_id, "image_id": r.image_id,
-                 "bbox": pixel_xywh(r, box)} for r, (box, _) in zip(split.records, predicted)]
+                 "bbox": r.pixel_xywh(box)} for r, (box, _) in zip(split.records, predicted)]
 
     def result_line(self, result):
         return f"{result['sent_id']}\t{result['image_id']}\t" + " ".join(map(str,
@@ -150,8 +143,9 @@ class GroundingTask(_vl.RegionTask):
         "expressions": count}`."""
         boxes = np.stack([box for box, _ in predicted])
         accuracy, correct = refcoco.grounding_accuracy(boxes, gt_boxes(split), IOU_THRESHOLD)
-        baseline, _ = refcoco.grounding_accuracy(biggest_boxes(split), gt_boxes(split),
-                                                 IOU_THRESHOLD)
+        biggest = refcoco.biggest_boxes([split.store.regions(r.image_id)[1]
+                                         for r in split.records])
+        baseline, _ = refcoco.grounding_accuracy(biggest, gt_boxes(split), IOU_THRESHOLD)
         results = [dict(result, correct=bool(ok))
                    for result, ok in zip(self.results(split, predicted), correct)]
         summary = {"expressions": len(split), "accuracy": 100.0 * float(accuracy),
@@ -163,7 +157,7 @@ class GroundingTask(_vl.RegionTask):
             f"{self.args.split:10s} {len(split):11d} {summary['accuracy']:9.2f} "
             f"{summary['baseline']:9.2f}"]
 
-    def draw(self, trained, encoded, k, prediction, image, attention_maps):
+    def draw(self, trained, encoded, k, prediction, image):
         """The proposals shaded by the model's ranking probability, the
         predicted box outlined in red and the referred box in green."""
         record = encoded.split.records[k]
@@ -177,20 +171,3 @@ class GroundingTask(_vl.RegionTask):
             title=[record.sentence, f"IoU {iou:.2f} (red: predicted, green: referred)"],
             outlines=[(referred, attention_maps.TARGET_OUTLINE), (box, attention_maps.OUTLINE)])
         return picture, record.sent_id, f"{record.sentence}\tIoU {iou:.2f}"
-
-
-def biggest_boxes(split):
-    """The baseline's prediction: each image's biggest region proposal."""
-    out = []
-    for record in split.records:
-        _, boxes = split.store.regions(record.image_id)
-        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-        out.append(boxes[int(np.argmax(areas))])
-    return np.asarray(out, np.float32)
-
-
-def pixel_xywh(record, box):
-    """A normalised `[x1, y1, x2, y2]` as COCO's pixel `[x, y, w, h]`."""
-    w, h = record.image_size
-    x1, y1, x2, y2 = (float(v) for v in np.asarray(box) * np.array([w, h, w, h]))
-    return [round(x1, 2), round(y1, 2), round(x2 - x1, 2), round(y2 - y1, 2)]

@@ -1,8 +1,8 @@
 """Visual grounding (referring expressions): RefCOCO data and the heads' losses.
 
 Modules:
-    refcoco: RefCOCO refs with their boxes, box IoU, grounding targets and
-        accuracy.
+    refcoco: RefCOCO refs with their boxes, box IoU, grounding targets,
+        accuracy and the biggest-proposal baseline.
     heads: the grounding heads' ranking and regression losses and box
         selection (MUAN / DDPN). See docs/grounding.md.
 """

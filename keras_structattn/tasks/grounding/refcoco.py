@@ -74,6 +74,13 @@ class RefExpression(NamedTuple):
         w, h = self.image_size
         return (np.asarray(self.box, np.float64) / np.array([w, h, w, h])).astype(np.float32)
 
+    def pixel_xywh(self, box):
+        """A box of this expression's image from normalised `[x1, y1, x2, y2]`
+        to COCO's pixel `[x, y, w, h]` (floats rounded to 2 decimals)."""
+        w, h = self.image_size
+        x1, y1, x2, y2 = (float(v) for v in np.asarray(box) * np.array([w, h, w, h]))
+        return [round(x1, 2), round(y1, 2), round(x2 - x1, 2), round(y2 - y1, 2)]
+
 
 def _load_refs(name):
     if not os.path.isfile(name):
@@ -442,6 +449,22 @@ def grounding_targets(region_boxes, region_mask, gt_box, *, target="iou", thresh
     if not batched:
         out = {k: v[0] for k, v in out.items()}
     return out
+
+
+def biggest_boxes(region_boxes):
+    """The biggest-proposal baseline: the biggest box of each image.
+
+    Args:
+        region_boxes: one `[N, 4]` array `(x1, y1, x2, y2)` per image.
+
+    Returns:
+        float32 `[len(region_boxes), 4]`.
+    """
+    out = []
+    for boxes in region_boxes:
+        areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        out.append(boxes[int(np.argmax(areas))])
+    return np.asarray(out, np.float32)
 
 
 def grounding_accuracy(pred_boxes, gt_boxes, threshold=0.5, *, strict=True):

@@ -3,6 +3,10 @@
 Modules:
     textvqa: the mmf TextVQA imdb, M4C's answer words and targets.
     phoc: PHOC word vectors of OCR tokens.
+    features: the questions' object and OCR features (`ImageFeatures`),
+        M4C's OCR token features, SA-M4C's random graph.
+    batches: M4C / SA-M4C model inputs and targets (`M4CBatches`).
+    report: the score table and the attention picture of an answer.
 
 The scores are `keras_structattn.metrics.textvqa`.
 """

@@ -3,6 +3,8 @@
 Modules:
     vqa: VQA v2 questions, annotations and results, MCAN's question
         tokenizer, `AnswerVocab` and soft-score targets.
+    report: the accuracy tables, the bias-conflict split, the majority
+        baseline and the attention picture of an answer.
 
 The scores are `keras_structattn.metrics.vqa_accuracy`.
 """

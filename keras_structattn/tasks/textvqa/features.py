@@ -1,4 +1,5 @@
-"""Where a TextVQA question's image features come from.
+"""The image features of TextVQA questions: where they come from
+(`ImageFeatures`) and M4C's OCR token features (`ocr_features`).
 
 Two layouts (docs/textvqa.md, "Data"):
 
@@ -19,6 +20,10 @@ import os
 
 import numpy as np
 
+from keras_structattn.ops import relation_tables
+from keras_structattn.ops import spatial_graph
+from keras_structattn.tasks.textvqa.phoc import phoc
+
 
 class FeatureError(ValueError):
     """A question whose features are missing or malformed."""
@@ -37,11 +42,12 @@ def _normalised_boxes(boxes, data, where):
 
 
 class ImageFeatures:
-    """The object and OCR features of imdb records.
+    """The object and OCR features of imdb records (`of(record)`).
 
     Args:
         imdb_path: the imdb (its folder anchors relative `feature_path`s).
-        object_folder, ocr_folder: the per-image folders, or None.
+        object_folder, ocr_folder: the per-image folders, or None (the
+            imdb's stacked `feature_path` files).
     """
 
     def __init__(self, imdb_path, object_folder=None, ocr_folder=None):
@@ -71,8 +77,18 @@ class ImageFeatures:
             return path, {k: data[k] for k in data.files}
 
     def of(self, record):
-        """`(object_features [n, Co], object_boxes [n, 4], ocr_features
-        [len(ocr_tokens), Ct])` of a record (float32)."""
+        """The features of one question.
+
+        Args:
+            record: a `TextVQARecord`.
+
+        Returns:
+            `(object_features [n, Co], object_boxes [n, 4], ocr_features
+            [len(record.ocr_tokens), Ct])`, float32.
+
+        Raises:
+            FeatureError: the features are missing or malformed.
+        """
         if self.object_folder is None:
             if record.feature_path is None or record.feature_index is None:
                 raise FeatureError(
@@ -110,3 +126,85 @@ class ImageFeatures:
         if not (np.all(np.isfinite(objects)) and np.all(np.isfinite(ocr))):
             raise FeatureError(f"{where}: non-finite features")
         return objects, np.asarray(boxes, np.float32), ocr
+
+    def problem(self, record):
+        """What is wrong with a record's features (the `FeatureError`'s
+        text), or None when `of(record)` reads them."""
+        try:
+            self.of(record)
+        except FeatureError as error:
+            return str(error)
+        return None
+
+
+
+class OcrWordVectors:
+    """The word vectors of OCR tokens from a FastText / word2vec text file,
+    read once for the tokens asked for; other tokens get zeros.
+
+    Args:
+        path: the text file.
+        tokens: the OCR tokens to look up.
+
+    Attributes:
+        dim: the vectors' width.
+        rows: `{token: vector}` of the tokens the file has.
+    """
+
+    def __init__(self, path, tokens):
+        from keras_structattn.data.word_vectors import read_word_vectors
+
+        words = sorted(set(tokens)) or ["</s>"]
+        matrix, found = read_word_vectors(path, words)
+        self.dim = matrix.shape[1]
+        self.rows = {w: matrix[k] for k, w in enumerate(words) if found[k]}
+
+    def __call__(self, token):
+        return self.rows.get(token, np.zeros(self.dim, np.float32))
+
+
+def _unit(x):
+    """Rows scaled to unit L2 norm (zero rows stay zero), as M4C's
+    `F.normalize` of each OCR feature part."""
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    return (x / np.maximum(norm, 1e-12)).astype(np.float32)
+
+
+def ocr_features(tokens, appearance, word_vectors=None, phoc_cache=None):
+    """M4C's OCR token features: the word vectors (optional), the PHOC
+    vectors and the appearance features, each part scaled to unit norm.
+
+    Args:
+        tokens: the OCR tokens (a non-empty list of str).
+        appearance: `[len(tokens), C]` appearance features.
+        word_vectors: an `OcrWordVectors`, or None.
+        phoc_cache: optional `{token: PHOC vector}` dict, filled as read.
+
+    Returns:
+        float32 `[len(tokens), (word dim) + PHOC_DIM + C]`.
+    """
+    cache = {} if phoc_cache is None else phoc_cache
+    for t in tokens:
+        if t not in cache:
+            cache[t] = phoc(t)
+    parts = [] if word_vectors is None else [np.stack([word_vectors(t) for t in tokens])]
+    parts += [np.stack([cache[t] for t in tokens]), appearance]
+    return np.concatenate([_unit(p) for p in parts], axis=1)
+
+
+def random_graph(labels, seed):
+    """SA-M4C's random-graph control of one question's relation labels.
+
+    Args:
+        labels: `[L, L]` int relation labels (`spatial_graph.
+            textvqa_relations_numpy`).
+        seed: anything `np.random.default_rng` accepts.
+
+    Returns:
+        int32 `[L, L]`: every spatial label (0..12) replaced by a uniform
+        draw from 0..12 (`spatial_graph.random_relations`), the implicit and
+        blocked edges kept.
+    """
+    spatial = labels < relation_tables.NUM_SPATIAL_LABELS
+    drawn = spatial_graph.random_relations(labels.shape, seed=seed)
+    return np.where(spatial, drawn, labels).astype(np.int32)

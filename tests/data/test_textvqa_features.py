@@ -1,0 +1,86 @@
+"""TextVQA image features (`ImageFeatures`, the two layouts and their
+errors), M4C's OCR features, the random graph and `M4CBatches`."""
+
+import numpy as np
+import pytest
+
+from keras_structattn.ops import relation_tables
+from keras_structattn.tasks.textvqa import batches
+from keras_structattn.tasks.textvqa import features
+from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
+from keras_structattn.tasks.textvqa.textvqa import AnswerWordVocab
+from keras_structattn.tasks.textvqa.textvqa import TextVQARecord
+from keras_structattn.training.hparams import HParams
+
+
+def record(qid=1, ocr=("stop", "here"), path="features_train.npz", index=0, answers=()):
+    return TextVQARecord(qid, 7, None, "what?", ["what"], list(ocr),
+                         np.tile(np.array([[0.1, 0.1, 0.3, 0.2]], "float32"), (len(ocr), 1)),
+                         list(answers), feature_path=path, feature_index=index)
+
+
+@pytest.fixture
+def stacked(tmp_path):
+    np.savez(tmp_path / "features_train.npz", obj_features=np.ones((1, 3, 4), "float32"),
+             obj_boxes=np.full((1, 3, 4), 0.5, "float32"), num_obj=np.array([2]),
+             ocr_features=np.ones((1, 2, 5), "float32"), num_ocr=np.array([2]))
+    (tmp_path / "textvqa").mkdir()
+    return features.ImageFeatures(str(tmp_path / "textvqa" / "imdb_train.npy"))
+
+
+def test_stacked_file_beside_the_imdb_folder(stacked):
+    objects, boxes, ocr = stacked.of(record())
+    assert objects.shape == (2, 4) and boxes.shape == (2, 4) and ocr.shape == (2, 5)
+    assert stacked.problem(record()) is None
+    assert "feature_index 3 is outside" in stacked.problem(record(index=3))
+    assert "2 OCR feature rows for 1 OCR tokens" in stacked.problem(record(ocr=("a",)))
+    assert "no feature file" in stacked.problem(record(path="missing.npz"))
+
+
+def test_per_image_folders_normalise_pixel_boxes(tmp_path):
+    objects, ocr = tmp_path / "objects", tmp_path / "ocr"
+    objects.mkdir()
+    ocr.mkdir()
+    np.savez(objects / "7.npz", features=np.ones((1, 4)), boxes=[[10, 20, 50, 40]],
+             image_w=100, image_h=80)
+    np.savez(ocr / "7.npz", features=np.ones((2, 3)))
+    store = features.ImageFeatures(str(tmp_path / "imdb.npy"), str(objects), str(ocr))
+    _, boxes, _ = store.of(record(path=None))
+    np.testing.assert_allclose(boxes, [[0.1, 0.25, 0.5, 0.5]])
+    np.savez(objects / "7.npz", features=np.ones((1, 4)), boxes=[[10, 20, 50, 40]])
+    assert "pixel boxes need image_w and image_h" in store.problem(record(path=None))
+
+
+def test_ocr_features_are_unit_parts():
+    vectors = features.OcrWordVectors.__new__(features.OcrWordVectors)
+    vectors.dim, vectors.rows = 2, {"stop": np.array([3.0, 4.0], "float32")}
+    out = features.ocr_features(["stop", "zz"], np.full((2, 3), 2.0), vectors)
+    assert out.shape == (2, 2 + PHOC_DIM + 3)
+    np.testing.assert_allclose(out[:, :2], [[0.6, 0.8], [0.0, 0.0]])
+    np.testing.assert_allclose(np.linalg.norm(out[:, 2:2 + PHOC_DIM], axis=1), 1.0, rtol=1e-5)
+
+
+def test_random_graph_keeps_the_implicit_and_blocked_edges():
+    labels = np.array([[relation_tables.IMPLICIT, 3], [relation_tables.BLOCKED, 12]])
+    drawn = features.random_graph(labels, [0, 1])
+    assert drawn[0, 0] == relation_tables.IMPLICIT and drawn[1, 0] == relation_tables.BLOCKED
+    assert np.all(drawn[:, 1] < relation_tables.NUM_SPATIAL_LABELS)
+    np.testing.assert_array_equal(drawn, features.random_graph(labels, [0, 1]))
+
+
+def test_m4c_batches(stacked):
+    hparams = HParams(max_objects=3, max_ocr=4, max_question_length=2, object_feature_dim=4,
+                      ocr_feature_dim=PHOC_DIM + 5, num_steps=3, distance_threshold=0.5)
+    vocab = AnswerWordVocab.from_answers([["stop"]])
+    records = [record(answers=["stop"] * 10)]
+    data = batches.M4CBatches(records, stacked, np.array([[5, 0]]), vocab, hparams,
+                              spatial=True, seed=1)
+    inputs, scores, mask = data.batch(np.array([0]))
+    assert inputs["object_mask"].tolist() == [[True, True, False]]
+    assert inputs["ocr_mask"].tolist() == [[True, True, False, False]]
+    assert inputs["relations"].shape == (1, 12, 12) and inputs["previous"].shape == (1, 3)
+    assert scores.shape == (1, 3, vocab.size + 4) and mask.shape == (1, 3)
+    assert data.coverage() == 1.0
+    dummy = batches.dummy_inputs(hparams, spatial=True)
+    assert {k: v.shape[1:] for k, v in dummy.items()} == {k: v.shape[1:]
+                                                          for k, v in inputs.items()}
