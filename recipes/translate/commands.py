@@ -4,14 +4,12 @@ Each command is `command(args)` with the parsed flags; `run(args)` picks
 it. Status goes to stderr (`print`, which `recipes._cli.execute` points
 there), results to stdout (`_cli.emit`).
 
-Data parallelism (`train --distribute data_parallel`, docs/distributed.md):
-every batch, training and dev, recorded or not, gets all-padding rows up
-to a multiple of the replicas, and each process feeds its block of it
-(`keras_structattn.tasks.translation.replicas`; the padding changes no
-loss, gradient or accuracy, while Keras' epoch averages of the loss,
-weighted by rows, differ a little). Training reads the pipeline from its
-start whatever iterators Keras opens (`_replicas.restarting`): a run on N
-devices reads one device's batches.
+Under `train --distribute data_parallel` (docs/distributed.md) every
+batch gets all-padding rows up to a multiple of the replicas
+(`keras_structattn.tasks.translation.replicas`: no loss, gradient or
+accuracy changes, but Keras' epoch averages of the loss, weighted by rows,
+differ a little), and the pipeline is read from its start whatever
+iterators Keras opens (`_replicas.restarting`).
 """
 
 import os
@@ -22,19 +20,15 @@ import typing
 import keras
 import numpy as np
 
+from keras_structattn import metrics
 from keras_structattn.data import vocab as vocab_lib
-from keras_structattn.metrics import corpus_bleu
-from keras_structattn.metrics import corpus_chrf
 from keras_structattn.metrics.text import group_references
 from keras_structattn.tasks.translation import batching
 from keras_structattn.tasks.translation import parallel_text
 from keras_structattn.tasks.translation import recorded as recorded_lib
+from keras_structattn.tasks.translation import replicas as replicas_lib
 from keras_structattn.tasks.translation import tatoeba
-from keras_structattn.tasks.translation.replicas import replica_batches
-from keras_structattn.tasks.translation.replicas import replica_rows
-from keras_structattn.tasks.translation.replicas import replica_validation
-from keras_structattn.tasks.translation.translate import save_string_translator
-from keras_structattn.tasks.translation.translate import translate_sentences
+from keras_structattn.tasks.translation import translate as translate_lib
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training.distribution import Replicas
 from models.translation.lstm_seq2seq import LSTMSeq2Seq
@@ -42,10 +36,8 @@ from models.translation.transformer import Transformer
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
+from recipes import _run
 from recipes import _seq2seq
-from recipes._run import RunFolder
-from recipes._run import write_atomically
-from recipes._run import write_json
 from recipes.translate import DEFAULT_HPARAMS_SET
 from recipes.translate import DEFAULT_LSTM_HPARAMS_SET
 from recipes.translate import RUN_DEFAULTS
@@ -121,12 +113,9 @@ def build_model(hparams, vocab, seed=None):
     return model
 
 
-def checkpoint_dir(args):
-    return os.path.join(args.output_dir, "checkpoints")
-
-
-def checkpoints(args):
-    return checkpoints_lib.checkpoint_paths(checkpoint_dir(args))
+def checkpoints(args, readable_only=False):
+    folder = os.path.join(args.output_dir, "checkpoints")
+    return checkpoints_lib.checkpoint_paths(folder, readable_only=readable_only)
 
 
 def resolve_run(args):
@@ -181,7 +170,7 @@ class TrainingData(typing.NamedTuple):
     vocab: object
     model: object  # built, not compiled
     batches: object  # done -> this process's training batches after `done` steps
-    validation: object  # dev batches (tf.data, or a `Recording`), or None
+    validation: object  # dev batches (tf.data or a `Recording`), or None
     validation_steps: object  # batches in one pass over `validation`, or None
     tokens: object  # the train and dev `TokenizedPairs` of the batches (not recorded)
 
@@ -207,7 +196,7 @@ def training_data(args, replicas):
     def batches(done):
         def make():
             dataset = batching.make_tokenized_dataset(train_tokens, **train_options)[0]
-            return replica_batches(dataset.skip(done), replicas)
+            return replicas_lib.replica_batches(dataset.skip(done), replicas)
 
         if keras.backend.backend() == "tensorflow" and replicas.strategy is None:
             return make()
@@ -253,8 +242,7 @@ def record(args):
 
 
 def recorded_data(args, replicas):
-    """`training_data` from the files of `record`: no TensorFlow needed
-    (but on the TensorFlow backend the batches are fed as `tf.data`)."""
+    """`training_data` from the files of `record`: no TensorFlow needed."""
     train_path, dev_path = recording_paths(args)
     if not os.path.exists(train_path):
         raise _cli.UsageError(
@@ -266,18 +254,10 @@ def recorded_data(args, replicas):
         raise _cli.UsageError(f"--train_steps={args.train_steps} but {train_path} holds "
                               f"{len(recording)} batches: record at least as many")
     validation = recorded_lib.load_recording(dev_path) if os.path.exists(dev_path) else None
-    validation_steps = None if validation is None else len(validation)
     print(f"[data] replaying {len(recording)} recorded training batches from {train_path}")
-    if keras.backend.backend() != "tensorflow":
-        def batches(done):
-            return (replica_rows(batch, replicas) for batch in recording.iterate(start=done))
-    else:
-        def batches(done):
-            return replica_batches(recording.to_tf_dataset(start=done), replicas)
-
-        if validation is not None:
-            validation = validation.to_tf_dataset()
-    return TrainingData(resolved[2], vocab, model, batches, validation, validation_steps, None)
+    return TrainingData(resolved[2], vocab, model,
+                        lambda done: replicas_lib.replica_recording(recording, replicas, done),
+                        validation, None if validation is None else len(validation), None)
 
 
 def train(args):
@@ -290,9 +270,9 @@ def train(args):
         print(f"[train] {steps} steps; process {replicas.process_id} is done (process 0 "
               "writes the run's files)")
         return model
-    run = RunFolder(args.output_dir)
-    write_json(run.file("train_summary.json"),
-               {"steps": steps, "history": _seq2seq.history_of(run)})
+    run = _run.RunFolder(args.output_dir)
+    _run.write_json(run.file("train_summary.json"),
+                    {"steps": steps, "history": _seq2seq.history_of(run)})
     if _replicas.evaluates_after_training(args, replicas):
         # The model in memory holds the weights of the checkpoint just
         # written (or restored), or the best one: evaluate it as it is.
@@ -304,15 +284,9 @@ def train(args):
 
 
 def fit_run(args, replicas, jit):
-    """Builds, compiles, restores and fits the model (inside
-    `replicas.scope()`); returns `(model, vocab, hparams)`.
-
-    A killed run resumes from its newest readable checkpoint; `batches(done)`
-    passes over the batches of the steps done, so that a resumed run reads
-    the data in the order of an uninterrupted one. Training is counted in
-    optimizer steps, so that a run resumed with another
-    --steps_per_checkpoint still ends at --train_steps.
-    """
+    """Builds, compiles, restores and fits the model (in `replicas.scope()`);
+    returns `(model, vocab, hparams)`. A resumed run skips the batches of
+    the steps done (`batches(done)`): it reads an uninterrupted run's data."""
     data = (recorded_data if args.recorded else training_data)(args, replicas)
     _seq2seq.compile_model(data.model, data.hparams, args, jit)
     scores = _engine.ScoresHook(
@@ -320,7 +294,7 @@ def fit_run(args, replicas, jit):
     _engine.check_task_score(args, replicas, scores)
     _engine.fit(data.model, args, data.batches, per_epoch=args.steps_per_checkpoint,
                 total_steps=args.train_steps,
-                validation=replica_validation(data.validation, replicas),
+                validation=replicas_lib.replica_validation(data.validation, replicas),
                 validation_steps=data.validation_steps, replicas=replicas, scores=scores)
     return data.model, data.vocab, data.hparams
 
@@ -332,22 +306,20 @@ def dev_bleu(args, model, vocab, hparams):
         raise _cli.UsageError("--early_stopping bleu needs dev data: --dev_tsv or "
                               "--dev_source/--dev_target")
     sources, references = group_references(pairs)
-    hypotheses = translate_sentences(
-        model, vocab, sources, max_length=hparams.max_length,
-        max_input_length=hparams.max_length, beam_size=1, alpha=args.alpha,
-        extra_length=args.extra_length, batch_size=args.decode_batch_size).translations
-    return corpus_bleu(hypotheses, references).score
+    hypotheses = translate(args, (model, vocab, hparams), sources, greedy=True)
+    return metrics.corpus_bleu(hypotheses, references).score
 
 
-def translate(args, trained, sentences):
-    """`translate_sentences` with the decoding flags; counts cut sources on stderr."""
+def translate(args, trained, sentences, greedy=False):
+    """`translate_sentences` with the decoding flags, counting cut sources on
+    stderr; `greedy` (`dev_bleu`): beam 1, sources up to `max_length`, quiet."""
     model, vocab, hparams = trained
-    max_input_length = args.max_input_length or hparams.max_length
-    result = translate_sentences(
+    max_input_length = (not greedy and args.max_input_length) or hparams.max_length
+    result = translate_lib.translate_sentences(
         model, vocab, sentences, max_length=hparams.max_length,
-        max_input_length=max_input_length, beam_size=args.beam_size, alpha=args.alpha,
-        extra_length=args.extra_length, batch_size=args.decode_batch_size)
-    if result.truncated:
+        max_input_length=max_input_length, beam_size=1 if greedy else args.beam_size,
+        alpha=args.alpha, extra_length=args.extra_length, batch_size=args.decode_batch_size)
+    if result.truncated and not greedy:
         print(f"warning: {result.truncated} of {len(sentences)} sources were longer than "
               f"{max_input_length - 1} tokens and were cut (--max_input_length raises "
               "the limit)")
@@ -365,19 +337,19 @@ def evaluate(args, trained=None):
     start = time.time()
     hypotheses = translate(args, trained, sources)
     seconds = time.time() - start
-    bleu = corpus_bleu(hypotheses, references)
-    chrf = corpus_chrf(hypotheses, references)
+    bleu = metrics.corpus_bleu(hypotheses, references)
+    chrf = metrics.corpus_chrf(hypotheses, references)
     counts = sorted({len(r) for r in references})
     print(f"[eval] {len(sources)} test sources ({len(pairs)} pairs, "
           f"{counts[0]}-{counts[-1]} references each), beam {args.beam_size}, "
           f"alpha {args.alpha}: {seconds:.0f} s")
     for source, refs, hyp in list(zip(sources, references, hypotheses))[: args.examples]:
         print(f"  source:    {source}\n  reference: {refs[0]}\n  output:    {hyp}")
-    write_atomically(os.path.join(args.output_dir, "test.hyp.txt"),
-                     "".join(f"{h}\n" for h in hypotheses))
-    write_json(os.path.join(args.output_dir, "test_scores.json"),
-               {"bleu": bleu.score, "bleu_signature": bleu.signature,
-                "chrf": chrf.score, "chrf_signature": chrf.signature})
+    _run.write_atomically(os.path.join(args.output_dir, "test.hyp.txt"),
+                          "".join(f"{h}\n" for h in hypotheses))
+    _run.write_json(os.path.join(args.output_dir, "test_scores.json"),
+                    {"bleu": bleu.score, "bleu_signature": bleu.signature,
+                     "chrf": chrf.score, "chrf_signature": chrf.signature})
     _cli.emit(bleu)
     _cli.emit(chrf)
     return bleu, chrf
@@ -397,15 +369,15 @@ def decode(args):
 
 def average(args):
     """Averages the weights of the last `--last` readable checkpoints."""
-    found = checkpoints_lib.checkpoint_paths(checkpoint_dir(args), readable_only=True)
-    found = found[-args.last:]
+    found = checkpoints(args, readable_only=True)[-args.last:]
     if not found:
-        raise FileNotFoundError(f"No readable checkpoints in {checkpoint_dir(args)}")
+        folder = os.path.join(args.output_dir, "checkpoints")
+        raise FileNotFoundError(f"No readable checkpoints in {folder}")
     model = load_trained(args, weights=False)[0]
     checkpoints_lib.average_checkpoints(model, found)
-    run = RunFolder(args.output_dir)
+    run = _run.RunFolder(args.output_dir)
     path = run.file("averaged.weights.h5")
-    write_atomically(path, model.save_weights)
+    _run.write_atomically(path, model.save_weights)
     run.save_average_list(found)  # after the weights: never a list newer than them
     print(f"[average] {len(found)} checkpoints -> {path}: "
           + ", ".join(os.path.basename(p) for p in found))
@@ -418,7 +390,7 @@ def export(args):
     if keras.backend.backend() != "tensorflow":
         raise _cli.UsageError("export needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
     model, vocab, hparams = load_trained(args)
-    path = save_string_translator(
+    path = translate_lib.save_string_translator(
         os.path.join(args.output_dir, "export"), model, vocab,
         max_length=hparams.max_length, beam_size=args.beam_size, alpha=args.alpha)
     print(f"[export] SavedModel -> {path}: load it after `import tensorflow_text` "

@@ -15,6 +15,7 @@ import numpy as np
 
 from keras_structattn.data._tensorflow import tf
 from keras_structattn.decoding.tokens import PAD_ID
+from keras_structattn.tasks.translation.recorded import Recording
 
 
 def replica_rows(batch, replicas):
@@ -80,12 +81,31 @@ class ReplicaRows(keras.utils.PyDataset):
         return replica_rows(self.batches[step], self.replicas)
 
 
+def replica_recording(recording, replicas, start=0):
+    """`replica_rows` of a `Recording`'s batches from `start` on, as `fit` takes them.
+
+    Args:
+        recording: a `Recording` (`keras_structattn.tasks.translation.recorded`).
+        replicas: the `Replicas` of the run.
+        start: the first batch (the steps a resumed run has done).
+
+    Returns:
+        A `tf.data.Dataset` on the TensorFlow backend (whose `fit` rejects
+        a generator's batches of other shapes than the first ones), else a
+        generator: no TensorFlow needed.
+    """
+    if keras.backend.backend() == "tensorflow":
+        return replica_batches(recording.to_tf_dataset(start=start), replicas)
+    return (replica_rows(batch, replicas) for batch in recording.iterate(start=start))
+
+
 def replica_validation(batches, replicas):
     """`replica_rows` of every validation batch, as `fit` takes them.
 
     Args:
-        batches: a `keras.utils.PyDataset` (e.g. a `Recording`) or a
-            `tf.data.Dataset` of validation batches, or None.
+        batches: a `tf.data.Dataset` or a `keras.utils.PyDataset` of
+            validation batches (a `Recording` becomes a `tf.data.Dataset` on
+            the TensorFlow backend, as in `replica_recording`), or None.
         replicas: the `Replicas` of the run.
 
     Returns:
@@ -96,7 +116,9 @@ def replica_validation(batches, replicas):
     """
     if batches is None:
         return None
-    if isinstance(batches, keras.utils.PyDataset):
+    if isinstance(batches, Recording) and keras.backend.backend() == "tensorflow":
+        batches = batches.to_tf_dataset()
+    elif isinstance(batches, keras.utils.PyDataset):
         return ReplicaRows(batches, replicas)
     batches = replica_batches(batches, replicas)
     return batches if replicas.strategy is None else batches.repeat()
