@@ -4,16 +4,12 @@ Each command is `command(args)` with the parsed flags; `run(args)` picks
 it. Status goes to stderr (`print`, which `recipes._cli.execute` points
 there), results to stdout (`_cli.emit`).
 
-Data parallelism (`train --distribute data_parallel`, docs/distributed.md):
-the token-bucketed batches vary in rows, while every replica (and
-process) needs an equal share: each batch, training and dev, recorded or
-not, gets all-padding rows up to a multiple of the replicas
-(`replica_rows`, `replica_batches`), which change no loss, gradient or
-accuracy (`PaddedCrossEntropy`, `PaddedAccuracy` count real tokens only);
-Keras' epoch averages of the loss, weighted by rows, differ a little.
-Each process feeds its block of every batch (`Replicas.local_rows`), and
-training reads the pipeline from its start whatever iterators Keras opens
-(`_replicas.restarting`): a run on N devices reads one device's batches.
+Under `train --distribute data_parallel` (docs/distributed.md) every
+batch gets all-padding rows up to a multiple of the replicas
+(`keras_structattn.tasks.translation.replicas`: no loss, gradient or
+accuracy changes, but Keras' epoch averages of the loss, weighted by rows,
+differ a little), and the pipeline is read from its start whatever
+iterators Keras opens (`_replicas.restarting`).
 """
 
 import os
@@ -24,27 +20,24 @@ import typing
 import keras
 import numpy as np
 
+from keras_structattn import metrics
 from keras_structattn.data import vocab as vocab_lib
-from keras_structattn.decoding.tokens import PAD_ID
-from keras_structattn.metrics import corpus_bleu
-from keras_structattn.metrics import corpus_chrf
 from keras_structattn.metrics.text import group_references
 from keras_structattn.tasks.translation import batching
 from keras_structattn.tasks.translation import parallel_text
 from keras_structattn.tasks.translation import recorded as recorded_lib
+from keras_structattn.tasks.translation import replicas as replicas_lib
 from keras_structattn.tasks.translation import tatoeba
-from keras_structattn.tasks.translation.translate import string_translator
-from keras_structattn.tasks.translation.translate import translate_sentences
+from keras_structattn.tasks.translation import translate as translate_lib
 from keras_structattn.training import checkpoints as checkpoints_lib
+from keras_structattn.training.distribution import Replicas
 from models.translation.lstm_seq2seq import LSTMSeq2Seq
 from models.translation.transformer import Transformer
 from recipes import _cli
 from recipes import _engine
 from recipes import _replicas
+from recipes import _run
 from recipes import _seq2seq
-from recipes._run import RunFolder
-from recipes._run import write_atomically
-from recipes._run import write_json
 from recipes.translate import DEFAULT_HPARAMS_SET
 from recipes.translate import DEFAULT_LSTM_HPARAMS_SET
 from recipes.translate import RUN_DEFAULTS
@@ -60,9 +53,6 @@ DEFAULT_SET_OVERRIDES = "learning_rate_warmup_steps=400,batch_size=2048,max_leng
 def run(args):
     """Runs `args.command` (the function of that name); returns what it returns."""
     return globals()[args.command](args)
-
-
-# -------------------------------------------------------------------- data
 
 
 def load_pairs(args, split):
@@ -87,8 +77,7 @@ def load_pairs(args, split):
 
 
 def train_vocab(settings, pairs):
-    """A vocabulary trained on the training pairs (kept in memory until the
-    run is committed)."""
+    """A vocabulary of the training pairs (kept in memory until the run is committed)."""
     texts = [s for s, _ in pairs] + [t for _, t in pairs]
     source = "the training pairs"
     if settings["vocab_type"] == "char":
@@ -103,9 +92,6 @@ def vocab_file(settings):
 
 def load_vocab(run, settings):
     return vocab_lib.load_vocab(run.file(vocab_file(settings)))
-
-
-# ------------------------------------------------------------------- model
 
 
 def check_set(hparams, settings):
@@ -127,22 +113,14 @@ def build_model(hparams, vocab, seed=None):
     return model
 
 
-def checkpoint_dir(args):
-    return os.path.join(args.output_dir, "checkpoints")
-
-
-def checkpoints(args):
-    return checkpoints_lib.checkpoint_paths(checkpoint_dir(args))
+def checkpoints(args, readable_only=False):
+    folder = os.path.join(args.output_dir, "checkpoints")
+    return checkpoints_lib.checkpoint_paths(folder, readable_only=readable_only)
 
 
 def resolve_run(args):
-    """The run folder, settings and hparams the command asks for
-    (`_seq2seq.resolve_run`; a new run's hparams are the set's with
-    `--hparams` applied).
-
-    Returns:
-        `(run, settings, hparams)`.
-    """
+    """`(run, settings, hparams)` (`_seq2seq.resolve_run`; a new run's
+    hparams are the set's with `--hparams` applied)."""
     default_set = DEFAULT_LSTM_HPARAMS_SET if args.model == "lstm" else DEFAULT_HPARAMS_SET
     run, settings, hparams = _seq2seq.resolve_run(
         args, dict(model=args.model, hparams_set=args.hparams_set,
@@ -155,19 +133,11 @@ def resolve_run(args):
     return run, settings, hparams
 
 
-def prepare_run(args, run, settings, hparams, train_pairs, write=True):
-    """The vocabulary and built model of a training run (`_seq2seq.build_run`).
-
-    Args:
-        args: the flags.
-        run, settings, hparams: from `resolve_run`.
-        train_pairs: the training pairs (for a new run's vocabulary), or
-            None where there are none (`train --recorded`).
-        write: commit a new run's files (`_seq2seq.build_run`).
-
-    Returns:
-        `(vocab, model)`.
-    """
+def prepare_run(args, resolved, train_pairs, write):
+    """`(vocab, model)` of a training run (`_seq2seq.build_run`) from
+    `resolved = resolve_run(args)`; a new run's vocabulary is trained on
+    `train_pairs` (None: `train --recorded`, which needs a recorded run)."""
+    run, settings, hparams = resolved
     if run.holds_run:
         vocab = load_vocab(run, settings)
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
@@ -182,70 +152,70 @@ def prepare_run(args, run, settings, hparams, train_pairs, write=True):
     return vocab, model
 
 
-def load_trained(args):
-    """The run's model with its weights (`_seq2seq.choose_weights`),
-    vocabulary and hparams."""
+def load_trained(args, weights=True):
+    """`(model, vocab, hparams)` of the run, the model with the weights
+    `_seq2seq.choose_weights` picks (none without `weights`)."""
     run, settings, hparams = resolve_run(args)
     vocab = load_vocab(run, settings)
-    model = _seq2seq.load_weights(build_model(hparams, vocab), args, run)
+    model = build_model(hparams, vocab)
+    if weights:
+        _seq2seq.load_weights(model, args, run)
     return model, vocab, hparams
 
 
-# ------------------------------------------------------------------ train
-
-
 class TrainingData(typing.NamedTuple):
-    """What `training_data` gives `train` and `record`."""
+    """What `training_data` and `recorded_data` give `train` and `record`."""
 
-    settings: dict
     hparams: object
     vocab: object
     model: object  # built, not compiled
-    dataset: object  # tf.data training batches, repeated
-    pipeline: object  # () -> a new copy of `dataset` (`_replicas.restarting`)
-    validation: object  # tf.data dev batches, or None without dev data
+    batches: object  # done -> this process's training batches after `done` steps
+    validation: object  # dev batches (tf.data or a `Recording`), or None
     validation_steps: object  # batches in one pass over `validation`, or None
-    train_tokens: object  # batching.TokenizedPairs the batches are made of
-    dev_tokens: object  # the same for `validation`, or None
+    tokens: object  # the train and dev `TokenizedPairs` of the batches (not recorded)
 
 
-def training_data(args, replicas=None):
-    """The run (`resolve_run`, `prepare_run`) and its `tf.data` training
-    and dev batches: each corpus is read and cleaned once (`load_pairs`) and
-    tokenised once (`batching.tokenize_pairs`); the pipeline, its report of
-    pairs dropped for length and `record` all read those ids. `replicas`
-    (default: one device) says whether this process writes a new run."""
-    run, settings, hparams = resolve_run(args)
+def training_data(args, replicas):
+    """The run and its `tf.data` batches: each corpus is read and cleaned
+    once (`load_pairs`) and tokenised once; the pipeline, its report of
+    pairs dropped for length and `record` all read those ids."""
+    resolved = resolve_run(args)
     train_pairs = load_pairs(args, "train")
     if train_pairs is None:
         raise _cli.UsageError("give training data: --train_tsv or --train_source/--train_target")
     dev_pairs = load_pairs(args, "dev")
-    vocab, model = prepare_run(args, run, settings, hparams, train_pairs,
-                               write=replicas is None or replicas.is_chief)
-    options = dict(
-        batch_tokens=hparams.batch_size,
-        max_length=hparams.max_length,
-        length_bucket_step=args.length_bucket_step,
-    )
+    vocab, model = prepare_run(args, resolved, train_pairs, replicas.is_chief)
+    hparams = resolved[2]
+    options = dict(batch_tokens=hparams.batch_size, max_length=hparams.max_length,
+                   length_bucket_step=args.length_bucket_step)
     train_tokens = batching.tokenize_pairs(train_pairs, vocab, vocab)
-    train_options = dict(options, shuffle=True, seed=settings["seed"], repeat=True)
-
-    def pipeline():
-        return batching.make_tokenized_dataset(train_tokens, **train_options)[0]
-
-    dataset, report = batching.make_tokenized_dataset(train_tokens, **train_options)
+    train_options = dict(options, shuffle=True, seed=resolved[1]["seed"], repeat=True)
+    report = batching.make_tokenized_dataset(train_tokens, **train_options)[1]
     print(f"[data] train batches: {report}")
+
+    def batches(done):
+        def make():
+            dataset = batching.make_tokenized_dataset(train_tokens, **train_options)[0]
+            return replicas_lib.replica_batches(dataset.skip(done), replicas)
+
+        if keras.backend.backend() == "tensorflow" and replicas.strategy is None:
+            return make()
+        # Keras' JAX `fit`, and TensorFlow's under a strategy, peek at a
+        # batch with an iterator of their own, then train on another: the
+        # batches `record` writes, on one device, only if each iterator
+        # starts the stream afresh.
+        return _replicas.restarting(make)
+
     dev_tokens, validation, validation_steps = None, None, None
     if dev_pairs:
         dev_tokens = batching.tokenize_pairs(dev_pairs, vocab, vocab)
         validation, dev_report = batching.make_tokenized_dataset(
-            dev_tokens, shuffle=False, repeat=False, **options
-        )
+            dev_tokens, shuffle=False, repeat=False, **options)
         # Counted once, so that Keras knows where an evaluation pass ends.
         validation_steps = sum(1 for _ in validation)
         print(f"[data] dev batches: {dev_report}; {validation_steps} batches")
-    return TrainingData(settings, hparams, vocab, model, dataset, pipeline, validation,
-                        validation_steps, train_tokens, dev_tokens)
+    return TrainingData(hparams, vocab, model, batches, validation, validation_steps,
+                        (train_tokens, dev_tokens))
 
 
 def recording_paths(args):
@@ -257,24 +227,18 @@ def record(args):
     """Writes the batches `train` would read (its first `--train_steps`
     training batches and all dev batches) to DIR/recorded/, so that
     `train --recorded` replays them on a machine without TensorFlow."""
-    data = training_data(args)
+    data = training_data(args, Replicas())
     train_path, dev_path = recording_paths(args)
     os.makedirs(os.path.dirname(train_path), exist_ok=True)
     start = time.time()
-    batches = data.dataset.take(args.train_steps).as_numpy_iterator()
-    count = _save_recording(train_path, data.train_tokens, batches)
+    batches = data.batches(0).take(args.train_steps).as_numpy_iterator()
+    count = recorded_lib.save_recording(train_path, data.tokens[0], batches)
     print(f"[record] {count} training batches -> {train_path} ({time.time() - start:.0f} s)")
     if data.validation is not None:
-        count = _save_recording(dev_path, data.dev_tokens, data.validation.as_numpy_iterator())
+        count = recorded_lib.save_recording(dev_path, data.tokens[1],
+                                            data.validation.as_numpy_iterator())
         print(f"[record] {count} dev batches -> {dev_path}")
     return train_path
-
-
-def _save_recording(path, tokens, batches):
-    counts = []
-    write_atomically(path, lambda partial: counts.append(
-        recorded_lib.save_recording(partial, tokens, batches)))
-    return counts[0]
 
 
 def recorded_data(args, replicas):
@@ -282,68 +246,18 @@ def recorded_data(args, replicas):
     train_path, dev_path = recording_paths(args)
     if not os.path.exists(train_path):
         raise _cli.UsageError(
-            f"no recorded batches in {train_path}: run `record` with the same flags first"
-        )
-    run, settings, hparams = resolve_run(args)
-    vocab, model = prepare_run(args, run, settings, hparams, None, write=replicas.is_chief)
-    batches = recorded_lib.load_recording(train_path)
-    if len(batches) < args.train_steps:
-        raise _cli.UsageError(
-            f"--train_steps={args.train_steps} but {train_path} holds {len(batches)} "
-            "batches: record at least as many"
-        )
+            f"no recorded batches in {train_path}: run `record` with the same flags first")
+    resolved = resolve_run(args)
+    vocab, model = prepare_run(args, resolved, None, replicas.is_chief)
+    recording = recorded_lib.load_recording(train_path)
+    if len(recording) < args.train_steps:
+        raise _cli.UsageError(f"--train_steps={args.train_steps} but {train_path} holds "
+                              f"{len(recording)} batches: record at least as many")
     validation = recorded_lib.load_recording(dev_path) if os.path.exists(dev_path) else None
-    print(f"[data] replaying {len(batches)} recorded training batches from {train_path}")
-    return hparams, vocab, model, batches, validation
-
-
-# ------------------------------------------------------ data-parallel batches
-
-
-def replica_rows(batch, replicas):
-    """A NumPy batch `((source, decoder_inputs), targets)` padded with
-    all-padding rows to split evenly over the replicas, then this process's
-    block of it (`Replicas.local_rows`; every process holds as many
-    devices, so the processes split it evenly too); the batch itself on one
-    device."""
-    parts = replicas.num_replicas
-    if parts == 1:
-        return batch
-
-    def pad(array):
-        return np.pad(array, ((0, -len(array) % parts), (0, 0)), constant_values=PAD_ID)
-
-    return replicas.local_rows(keras.tree.map_structure(pad, batch))
-
-
-def replica_batches(dataset, replicas):
-    """`replica_rows` of every batch of a `tf.data.Dataset`."""
-    parts = replicas.num_replicas
-    if parts == 1:
-        return dataset
-    import tensorflow as tf
-
-    def rows(array):
-        count = tf.shape(array)[0]
-        array = tf.pad(array, [[0, -count % parts], [0, 0]], constant_values=PAD_ID)
-        size = tf.shape(array)[0] // replicas.num_processes
-        return array[replicas.process_id * size:(replicas.process_id + 1) * size]
-
-    return dataset.map(lambda inputs, targets: tf.nest.map_structure(rows, (inputs, targets)))
-
-
-class ReplicaRecording(keras.utils.PyDataset):
-    """`replica_rows` of every batch of a `Recording` (validation)."""
-
-    def __init__(self, recording, replicas):
-        super().__init__()
-        self.recording, self.replicas = recording, replicas
-
-    def __len__(self):
-        return len(self.recording)
-
-    def __getitem__(self, step):
-        return replica_rows(self.recording.batch(step), self.replicas)
+    print(f"[data] replaying {len(recording)} recorded training batches from {train_path}")
+    return TrainingData(resolved[2], vocab, model,
+                        lambda done: replicas_lib.replica_recording(recording, replicas, done),
+                        validation, None if validation is None else len(validation), None)
 
 
 def train(args):
@@ -356,9 +270,9 @@ def train(args):
         print(f"[train] {steps} steps; process {replicas.process_id} is done (process 0 "
               "writes the run's files)")
         return model
-    run = RunFolder(args.output_dir)
-    write_json(run.file("train_summary.json"),
-               {"steps": steps, "history": _seq2seq.history_of(run)})
+    run = _run.RunFolder(args.output_dir)
+    _run.write_json(run.file("train_summary.json"),
+                    {"steps": steps, "history": _seq2seq.history_of(run)})
     if _replicas.evaluates_after_training(args, replicas):
         # The model in memory holds the weights of the checkpoint just
         # written (or restored), or the best one: evaluate it as it is.
@@ -370,94 +284,42 @@ def train(args):
 
 
 def fit_run(args, replicas, jit):
-    """Builds, compiles, restores and fits the model (inside
-    `replicas.scope()`); returns `(model, vocab, hparams)`."""
-    if args.recorded:
-        hparams, vocab, model, batches, validation = recorded_data(args, replicas)
-        validation_steps = None if validation is None else len(validation)
-    else:
-        training = training_data(args, replicas)
-        hparams, vocab, model = training.hparams, training.vocab, training.model
-        validation, validation_steps = training.validation, training.validation_steps
-
-    _seq2seq.compile_model(model, hparams, args, jit)
-
-    # A killed run resumes from its newest readable checkpoint (weights,
-    # optimizer state and dropout seeds, written atomically); `data(done)`
-    # passes over the batches of the steps done, so that a resumed run
-    # reads the data in the order of an uninterrupted one. Training is
-    # counted in optimizer steps, so that a run resumed with another
-    # --steps_per_checkpoint still ends at --train_steps.
-    def data(done):
-        if args.recorded and keras.backend.backend() == "tensorflow":
-            return replica_batches(batches.to_tf_dataset(start=done), replicas)
-        if args.recorded:
-            return (replica_rows(batch, replicas) for batch in batches.iterate(start=done))
-
-        def make():
-            return replica_batches(training.pipeline().skip(done), replicas)
-
-        if keras.backend.backend() == "tensorflow" and replicas.strategy is None:
-            return make()
-        # Keras' JAX `fit`, and TensorFlow's under a strategy, peek at a
-        # batch with an iterator of their own, then train on another: the
-        # batches `record` writes, on one device, only if each iterator
-        # starts the stream afresh.
-        return _replicas.restarting(make)
-
-    if args.recorded and keras.backend.backend() == "tensorflow":
-        if validation is not None:
-            validation = replica_batches(validation.to_tf_dataset(), replicas)
-    elif args.recorded:
-        if validation is not None and replicas.num_replicas > 1:
-            validation = ReplicaRecording(validation, replicas)
-    elif validation is not None:
-        validation = replica_batches(validation, replicas)
-    if replicas.strategy is not None and validation is not None:
-        # MirroredStrategy's `fit` keeps its validation iterator from one
-        # epoch to the next: repeated, each evaluation reads the next pass
-        # (`validation_steps` batches, unshuffled: the same ones).
-        validation = validation.repeat()
-    scores = _engine.ScoresHook(("bleu",), lambda m: {"bleu": dev_bleu(args, m, vocab, hparams)})
+    """Builds, compiles, restores and fits the model (in `replicas.scope()`);
+    returns `(model, vocab, hparams)`. A resumed run skips the batches of
+    the steps done (`batches(done)`): it reads an uninterrupted run's data."""
+    data = (recorded_data if args.recorded else training_data)(args, replicas)
+    _seq2seq.compile_model(data.model, data.hparams, args, jit)
+    scores = _engine.ScoresHook(
+        ("bleu",), lambda m: {"bleu": dev_bleu(args, m, data.vocab, data.hparams)})
     _engine.check_task_score(args, replicas, scores)
-    _engine.fit(model, args, data, per_epoch=args.steps_per_checkpoint,
-                total_steps=args.train_steps, validation=validation,
-                validation_steps=validation_steps, replicas=replicas, scores=scores)
-    return model, vocab, hparams
+    _engine.fit(data.model, args, data.batches, per_epoch=args.steps_per_checkpoint,
+                total_steps=args.train_steps,
+                validation=replicas_lib.replica_validation(data.validation, replicas),
+                validation_steps=data.validation_steps, replicas=replicas, scores=scores)
+    return data.model, data.vocab, data.hparams
 
 
 def dev_bleu(args, model, vocab, hparams):
-    """BLEU of greedy translations of the dev pairs' sources (the
-    validation score `--early_stopping bleu` watches)."""
+    """BLEU of greedy translations of the dev sources (for `--early_stopping bleu`)."""
     pairs = load_pairs(args, "dev")
     if not pairs:
         raise _cli.UsageError("--early_stopping bleu needs dev data: --dev_tsv or "
                               "--dev_source/--dev_target")
     sources, references = group_references(pairs)
-    hypotheses = translate_sentences(
-        model, vocab, sources, max_length=hparams.max_length,
-        max_input_length=hparams.max_length, beam_size=1, alpha=args.alpha,
-        extra_length=args.extra_length, batch_size=args.decode_batch_size).translations
-    return corpus_bleu(hypotheses, references).score
+    hypotheses = translate(args, (model, vocab, hparams), sources, greedy=True)
+    return metrics.corpus_bleu(hypotheses, references).score
 
 
-# --------------------------------------------------------------- decoding
-
-
-def translate(args, trained, sentences):
-    """`translate_sentences` with the decoding flags; counts cut sources on stderr."""
+def translate(args, trained, sentences, greedy=False):
+    """`translate_sentences` with the decoding flags, counting cut sources on
+    stderr; `greedy` (`dev_bleu`): beam 1, sources up to `max_length`, quiet."""
     model, vocab, hparams = trained
-    max_input_length = args.max_input_length or hparams.max_length
-    result = translate_sentences(
-        model, vocab, sentences,
-        max_length=hparams.max_length,
-        max_input_length=max_input_length,
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        extra_length=args.extra_length,
-        batch_size=args.decode_batch_size,
-    )
-    if result.truncated:
+    max_input_length = (not greedy and args.max_input_length) or hparams.max_length
+    result = translate_lib.translate_sentences(
+        model, vocab, sentences, max_length=hparams.max_length,
+        max_input_length=max_input_length, beam_size=1 if greedy else args.beam_size,
+        alpha=args.alpha, extra_length=args.extra_length, batch_size=args.decode_batch_size)
+    if result.truncated and not greedy:
         print(f"warning: {result.truncated} of {len(sentences)} sources were longer than "
               f"{max_input_length - 1} tokens and were cut (--max_input_length raises "
               "the limit)")
@@ -465,9 +327,8 @@ def translate(args, trained, sentences):
 
 
 def evaluate(args, trained=None):
-    """Scores the test set; `trained` is `(model, vocab, hparams)` (default:
-    the run in `--output_dir`, loaded by `load_trained`). The BLEU and chrF
-    lines are the results (stdout)."""
+    """Scores the test set with `trained` (default: `load_trained`): BLEU
+    and chrF on stdout."""
     pairs = load_pairs(args, "test")
     if not pairs:
         raise _cli.UsageError("give test data: --test_tsv or --test_source/--test_target")
@@ -476,28 +337,27 @@ def evaluate(args, trained=None):
     start = time.time()
     hypotheses = translate(args, trained, sources)
     seconds = time.time() - start
-    bleu = corpus_bleu(hypotheses, references)
-    chrf = corpus_chrf(hypotheses, references)
+    bleu = metrics.corpus_bleu(hypotheses, references)
+    chrf = metrics.corpus_chrf(hypotheses, references)
     counts = sorted({len(r) for r in references})
     print(f"[eval] {len(sources)} test sources ({len(pairs)} pairs, "
           f"{counts[0]}-{counts[-1]} references each), beam {args.beam_size}, "
           f"alpha {args.alpha}: {seconds:.0f} s")
     for source, refs, hyp in list(zip(sources, references, hypotheses))[: args.examples]:
         print(f"  source:    {source}\n  reference: {refs[0]}\n  output:    {hyp}")
-    write_atomically(os.path.join(args.output_dir, "test.hyp.txt"),
-                     "".join(f"{h}\n" for h in hypotheses))
-    write_json(os.path.join(args.output_dir, "test_scores.json"),
-               {"bleu": bleu.score, "bleu_signature": bleu.signature,
-                "chrf": chrf.score, "chrf_signature": chrf.signature})
+    _run.write_atomically(os.path.join(args.output_dir, "test.hyp.txt"),
+                          "".join(f"{h}\n" for h in hypotheses))
+    _run.write_json(os.path.join(args.output_dir, "test_scores.json"),
+                    {"bleu": bleu.score, "bleu_signature": bleu.signature,
+                     "chrf": chrf.score, "chrf_signature": chrf.signature})
     _cli.emit(bleu)
     _cli.emit(chrf)
     return bleu, chrf
 
 
 def decode(args):
-    """Translates `--input_file` (or stdin) line by line: one output line
-    per input line, to `--output_file` (written whole or not at all) or
-    stdout."""
+    """Translates `--input_file` (or stdin), one output line per input line
+    (`_seq2seq.deliver`)."""
     if args.input_file:
         lines = parallel_text.read_lines(args.input_file)
     else:
@@ -509,15 +369,15 @@ def decode(args):
 
 def average(args):
     """Averages the weights of the last `--last` readable checkpoints."""
-    found = checkpoints_lib.checkpoint_paths(checkpoint_dir(args), readable_only=True)
-    found = found[-args.last:]
+    found = checkpoints(args, readable_only=True)[-args.last:]
     if not found:
-        raise FileNotFoundError(f"No readable checkpoints in {checkpoint_dir(args)}")
-    run, settings, hparams = resolve_run(args)
-    model = build_model(hparams, load_vocab(run, settings))
+        folder = os.path.join(args.output_dir, "checkpoints")
+        raise FileNotFoundError(f"No readable checkpoints in {folder}")
+    model = load_trained(args, weights=False)[0]
     checkpoints_lib.average_checkpoints(model, found)
+    run = _run.RunFolder(args.output_dir)
     path = run.file("averaged.weights.h5")
-    write_atomically(path, model.save_weights)
+    _run.write_atomically(path, model.save_weights)
     run.save_average_list(found)  # after the weights: never a list newer than them
     print(f"[average] {len(found)} checkpoints -> {path}: "
           + ", ".join(os.path.basename(p) for p in found))
@@ -525,30 +385,14 @@ def average(args):
 
 
 def export(args):
-    """A SavedModel mapping a batch of raw source strings to translations,
-    with a `serving_default` signature (strings in, strings out)."""
+    """A SavedModel with a `serving_default` signature: raw source strings
+    in, translations out."""
     if keras.backend.backend() != "tensorflow":
         raise _cli.UsageError("export needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
-    import shutil
-
-    import tensorflow as tf
-
     model, vocab, hparams = load_trained(args)
-    translator = string_translator(
-        model, vocab, max_length=hparams.max_length, beam_size=args.beam_size, alpha=args.alpha
-    )
-    path = os.path.join(args.output_dir, "export")
-    partial = os.path.join(args.output_dir, ".partial.export")
-    shutil.rmtree(partial, ignore_errors=True)
-    tf.saved_model.save(translator, partial, signatures={
-        "serving_default": translator.serve.get_concrete_function(),
-    })
-    # Swapped in whole: a reader never sees a half-written SavedModel.
-    old = os.path.join(args.output_dir, ".old.export")
-    if os.path.exists(path):
-        os.replace(path, old)
-    os.replace(partial, path)
-    shutil.rmtree(old, ignore_errors=True)
+    path = translate_lib.save_string_translator(
+        os.path.join(args.output_dir, "export"), model, vocab,
+        max_length=hparams.max_length, beam_size=args.beam_size, alpha=args.alpha)
     print(f"[export] SavedModel -> {path}: load it after `import tensorflow_text` "
           "(README, Exporting)")
     return path

@@ -268,12 +268,12 @@ def test_padding_rows_change_neither_loss_nor_accuracy():
     logits stay finite and the loss and accuracy are those of the batch."""
     import keras
 
+    from keras_structattn.tasks.translation.replicas import replica_rows
     from keras_structattn.training.distribution import Replicas
     from keras_structattn.training.losses import PaddedAccuracy
     from keras_structattn.training.losses import PaddedCrossEntropy
     from models import registry
     from models.translation.transformer import Transformer
-    from recipes.translate.commands import replica_rows
 
     hparams = registry.get("transformer_tiny_area").parse(f"{TINY},{NO_DROPOUT}")
     model = Transformer.from_hparams(hparams, 30, seed=1)
@@ -301,9 +301,9 @@ def test_each_process_feeds_its_block_of_the_padded_batch():
     rows 4-7 (one real row, three of padding); NumPy and tf.data alike."""
     import tensorflow as tf
 
+    from keras_structattn.tasks.translation.replicas import replica_batches
+    from keras_structattn.tasks.translation.replicas import replica_rows
     from keras_structattn.training.distribution import Replicas
-    from recipes.translate.commands import replica_batches
-    from recipes.translate.commands import replica_rows
 
     rows = np.arange(1, 6, dtype="int32")[:, None] * np.ones((1, 3), "int32")
     batch = ((rows, rows + 10), rows + 20)

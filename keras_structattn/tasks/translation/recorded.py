@@ -14,6 +14,8 @@ indices of its examples:
     model.fit(batches.iterate(start=0), steps_per_epoch=..., ...)
 """
 
+import os
+
 import keras
 import numpy as np
 
@@ -30,6 +32,9 @@ def _key(ids):
 
 def save_recording(path, corpus, batches):
     """Records `batches` of the translation pipeline as indices into `corpus`.
+
+    The file is written under a temporary name and renamed into place: it
+    is whole or absent.
 
     Args:
         path: the `.npz` file to write.
@@ -63,16 +68,25 @@ def save_recording(path, corpus, batches):
             indices.append(index[key])
         lengths.append((source.shape[1], target.shape[1]))
         rows.append(len(indices))
-    np.savez_compressed(
-        path,
-        source_tokens=corpus.source_tokens,
-        source_offsets=corpus.source_offsets,
-        target_tokens=corpus.target_tokens,
-        target_offsets=corpus.target_offsets,
-        lengths=np.asarray(lengths, np.int32).reshape(-1, 2),
-        rows=np.asarray(rows, np.int64),
-        indices=np.asarray(indices, np.int32),
-    )
+    path = os.fspath(path)
+    path += "" if path.endswith(".npz") else ".npz"  # as `np.savez_compressed` names it
+    folder, name = os.path.split(os.path.abspath(path))
+    partial = os.path.join(folder, f".partial.{name}")
+    try:
+        np.savez_compressed(
+            partial,
+            source_tokens=corpus.source_tokens,
+            source_offsets=corpus.source_offsets,
+            target_tokens=corpus.target_tokens,
+            target_offsets=corpus.target_offsets,
+            lengths=np.asarray(lengths, np.int32).reshape(-1, 2),
+            rows=np.asarray(rows, np.int64),
+            indices=np.asarray(indices, np.int32),
+        )
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
     return len(lengths)
 
 

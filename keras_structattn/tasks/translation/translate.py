@@ -17,9 +17,11 @@ then has one of a few shapes, and XLA compiles one decoding program per shape
 (and per decode length).
 
 `string_translator` does the same inside one TensorFlow graph (tokenising,
-decoding, detokenising), as a `tf.Module` to save as a SavedModel.
+decoding, detokenising), as a `tf.Module` that `save_string_translator`
+saves as a SavedModel.
 """
 
+import os
 import typing
 
 import keras
@@ -216,3 +218,36 @@ def string_translator(model, vocab, *, max_length, beam_size=4, alpha=0.6):
             return {"translations": self(sentences)}
 
     return StringTranslator()
+
+
+def save_string_translator(path, model, vocab, **kwargs):
+    """Saves `string_translator(model, vocab, **kwargs)` as a SavedModel.
+
+    The SavedModel has a `serving_default` signature (raw source strings
+    in, `{"translations": ...}` out); loading it needs `import
+    tensorflow_text`. It is written beside `path` and swapped in whole, so
+    a reader never sees a half-written one.
+
+    Args:
+        path: the SavedModel folder (replaced if it exists).
+        model, vocab, **kwargs: the arguments of `string_translator`.
+
+    Returns:
+        `path`.
+    """
+    import shutil
+
+    import tensorflow as tf
+
+    translator = string_translator(model, vocab, **kwargs)
+    folder, name = os.path.split(os.path.abspath(path))
+    partial, old = (os.path.join(folder, f".{kind}.{name}") for kind in ("partial", "old"))
+    shutil.rmtree(partial, ignore_errors=True)
+    tf.saved_model.save(translator, partial, signatures={
+        "serving_default": translator.serve.get_concrete_function(),
+    })
+    if os.path.exists(path):
+        os.replace(path, old)
+    os.replace(partial, path)
+    shutil.rmtree(old, ignore_errors=True)
+    return path
