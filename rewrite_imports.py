@@ -88,7 +88,7 @@ def rewrite_python(text):
             old = rf"^([ \t]*)from recipes\.{module} import {name}\b(.*)$"
             text = re.sub(old, lambda m, n=line: m.group(1) + n + m.group(2) if m.group(1)
                           else _later(needed, n + m.group(2)), text, flags=re.M)
-            text, count = re.subn(rf"(?<![\w.]){module}\.{name}\b", name, text)
+            text, count = _shorten(text, rf"(?<![\w.]){module}\.(?={name}\b)")
             if count:
                 needed.add(line)
         text = _drop_unused(text, module)
@@ -97,13 +97,34 @@ def rewrite_python(text):
         text = re.sub(rf"^([ \t]*)from recipes import {module}[ \t]*$",
                       lambda m, n=line: m.group(1) + n if m.group(1) else _later(needed, n),
                       text, flags=re.M)
-        text = re.sub(rf"(?<![\w.]){module}\.", f"{new}.", text)
+        text = _shorten(text, rf"(?<![\w.]){module}\.", f"{new}.")[0]
         text = text.replace(f"recipes.{module}", f"{package}.{new}")
-    text = re.sub(r"\n\x00\n", "\n", text).replace("\x00", "")
+    text = "\n".join(line for line in text.split("\n") if line != "\x00")
     for line in sorted(needed):
         if not re.search(rf"^{re.escape(line.split('  #')[0])}\b", text, flags=re.M):
             text = add_import(text, line)
     return text
+
+
+def _shorten(text, pattern, replacement=""):
+    """`re.subn` of `pattern` by `replacement` line by line, re-aligning the
+    continuation lines of a call that the change made shorter or longer."""
+    lines, count = text.split("\n"), 0
+    for k, line in enumerate(lines):
+        match = re.search(pattern, line)
+        if not match:
+            continue
+        lines[k], n = re.subn(pattern, replacement, line)
+        count += n
+        shift = len(replacement) - len(match.group(0))
+        depth, end = line.count("(") - line.count(")"), k + 1
+        while depth > 0 and end < len(lines):
+            indent = len(lines[end]) - len(lines[end].lstrip())
+            if indent > match.start():
+                lines[end] = " " * (indent + shift) + lines[end].lstrip()
+            depth += lines[end].count("(") - lines[end].count(")")
+            end += 1
+    return "\n".join(lines), count
 
 
 def _later(needed, line):

@@ -170,7 +170,8 @@ def _callbacks(args, phase, replicas, total_steps, scores):
         StopAtStep(total_steps) if total_steps else None, timer,
         keras.callbacks.TerminateOnNaN(),
     ]
-    return [c for c in callbacks if c is not None], [c for c in (stopper, timer) if c]
+    stoppers = [c for c in (stopper, timer) if c is not None]
+    return [c for c in callbacks if c is not None], stoppers
 
 
 def _already_done(args, phase, done, epochs_done, epochs, total_steps, scores):
