@@ -241,6 +241,58 @@ def load_image(path, image_size):
         raise ValueError(f"{path}: not a readable image ({type(e).__name__}: {e}).") from None
 
 
+def read_images(folder, file_names, image_ids):
+    """RGB images read from a folder by file name (for pictures).
+
+    Args:
+        folder: the images' folder.
+        file_names: the images' file names (only the base names are used).
+        image_ids: their image ids, for the messages.
+
+    Returns:
+        A list of uint8 `[H, W, 3]` arrays.
+
+    Raises:
+        FileNotFoundError: naming the image id and the missing file.
+    """
+    from PIL import Image
+
+    images = []
+    for image_id, name in zip(image_ids, file_names):
+        path = os.path.join(folder, os.path.basename(name))
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"image {image_id}: no file {path}")
+        with Image.open(path) as image:
+            images.append(np.asarray(image.convert("RGB")))
+    return images
+
+
+def images_by_id(folder, image_ids):
+    """RGB images of a folder of image files named by image id: the digits
+    at the end of the file's stem (`COCO_val2014_000000000042.jpg`, `42.png`).
+
+    Args:
+        folder: the images' folder.
+        image_ids: the image ids to read.
+
+    Returns:
+        A list of uint8 `[H, W, 3]` arrays.
+
+    Raises:
+        FileNotFoundError: if an image id has no file.
+    """
+    index = {}
+    for name in sorted(os.listdir(folder)):
+        match = _TRAILING_DIGITS.search(os.path.splitext(name)[0])
+        if match:
+            index.setdefault(int(match.group(1)), name)
+    missing = [i for i in image_ids if i not in index]
+    if missing:
+        raise FileNotFoundError(f"{folder}: no image file for image id {missing[0]} "
+                                f"({len(missing)} missing)")
+    return read_images(folder, [index[i] for i in image_ids], image_ids)
+
+
 def _save_atomically(path, array):
     with atomic_open(path, "wb") as f:
         np.save(f, array, allow_pickle=False)

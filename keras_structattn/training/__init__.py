@@ -8,6 +8,8 @@ Modules:
     schedules: learning-rate schedules (`WarmupRsqrtDecay`, ...).
     losses: losses for sequence models with padding.
     distribution: data-parallel training on Keras' own engines.
+    run_folder: a run's files (settings, averaged weights), written whole.
+    curves: learning curves drawn from the history CSVs (matplotlib).
     self_critical: self-critical sequence training (SCST) of captioners.
     dictionaries: fitting the global dictionaries of a CATT model (K-means)
         before training.

@@ -329,3 +329,43 @@ class StopAfterMinutes(keras.callbacks.Callback):
             self.model.stop_training = True
             self.reason = (f"--max_minutes {self.minutes:g} reached at step "
                            f"{steps_done(self.model)}")
+
+
+def fit_custom_steps(model, step, callbacks, *, first_step, epochs, steps_per_epoch,
+                     verbose=1):
+    """The loop of `model.fit` around a custom training step, for steps that
+    `fit` cannot express (self-critical training samples and rewards on the
+    host): the callbacks' hooks run in Keras' order, and each epoch's logs
+    are the mean of its steps' logs.
+
+    Args:
+        model: the compiled model.
+        step: `step(model, step_index)` -> a logs dict of floats.
+        callbacks: Keras callbacks.
+        first_step: the `step_index` of the first step.
+        epochs: the epochs to run, a `range` (`initial_epoch` to `epochs`).
+        steps_per_epoch: the steps of an epoch.
+        verbose: 0 for no progress bar.
+    """
+    callbacks = keras.callbacks.CallbackList(
+        callbacks, add_history=True, add_progbar=verbose != 0, model=model,
+        epochs=epochs.stop, steps=steps_per_epoch, verbose=verbose)
+    index = first_step
+    model.stop_training = False
+    callbacks.on_train_begin()
+    for epoch in epochs:
+        callbacks.on_epoch_begin(epoch)
+        totals = {}
+        for batch in range(steps_per_epoch):
+            callbacks.on_train_batch_begin(batch)
+            logs = step(model, index)
+            index += 1
+            for key, value in logs.items():
+                totals[key] = totals.get(key, 0.0) + value
+            callbacks.on_train_batch_end(batch, logs)
+            if model.stop_training:
+                break
+        callbacks.on_epoch_end(epoch, {k: v / (batch + 1) for k, v in totals.items()})
+        if model.stop_training:
+            break
+    callbacks.on_train_end()

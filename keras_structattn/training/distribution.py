@@ -215,3 +215,92 @@ def replicas(
         process_id=process,
         devices=tuple(str(d) for d in found),
     )
+
+
+def restarting(make, *, rebatch=False):
+    """A `tf.data.Dataset` of which every iterator reads a new `make()`
+    from its start.
+
+    Keras' JAX `fit`, and TensorFlow's under a `tf.distribute` strategy,
+    open an iterator to look at the first batch, then train on another
+    one. Of a Python generator, the first iterator's read-ahead is lost to
+    the second (TensorFlow); of a shuffled `tf.data` pipeline, the second
+    draws other shuffle seeds, which ones depending on how far the first
+    read ahead. A stream made anew for each iterator trains on the batches
+    a single device reads.
+
+    Args:
+        make: a function of no arguments returning a `tf.data.Dataset`, or
+            an iterator of batches: nests of NumPy arrays, the rows first.
+        rebatch: unbatch the batches and batch them again to the first
+            one's rows, which lets the batches' row counts vary (a short
+            last batch) and makes MirroredStrategy split every global batch
+            evenly over its replicas (with dict batches, a stream that does
+            not end in `batch` did not train on the single-device batches;
+            docs/distributed.md). Without it, every batch must have the
+            shapes of the first (static shapes, as XLA and the replicas'
+            split want them).
+
+    Returns:
+        A `tf.data.Dataset`.
+    """
+    import tensorflow as tf
+
+    first = make()
+    if isinstance(first, tf.data.Dataset):
+        return tf.data.Dataset.from_generator(
+            lambda: make().as_numpy_iterator(), output_signature=first.element_spec)
+    batch = next(iter(first))
+
+    def spec(array):
+        shape = (None, *array.shape[1:]) if rebatch else array.shape
+        return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
+
+    signature = tf.nest.map_structure(spec, batch)
+    dataset = tf.data.Dataset.from_generator(make, output_signature=signature)
+    if rebatch:
+        dataset = dataset.unbatch().batch(len(tf.nest.flatten(batch)[0]))
+    return dataset
+
+
+def scratch_folder(replicas, kind):
+    """A temporary folder of this process, deleted at exit: where a process
+    other than 0 writes the files that process 0 writes for the run.
+
+    Args:
+        replicas: the run's `Replicas`.
+        kind: a word for the folder's name ("checkpoints").
+
+    Returns:
+        The folder's path.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=f"process-{replicas.process_id}-{kind}-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def chief_writers(replicas, make):
+    """The callbacks that write a run's files, on process 0 only.
+
+    Every other process of a multi-process run saves the same checkpoints
+    into a `scratch_folder` of its own: JAX runs a save's transfers in
+    every process alike (it checks that the processes agree), so one
+    process alone cannot save.
+
+    Args:
+        replicas: the run's `Replicas`.
+        make: a function of no arguments returning the callbacks (history,
+            checkpoints, logs).
+
+    Returns:
+        A list of Keras callbacks.
+    """
+    if replicas.is_chief:
+        return make()
+    from keras_structattn.training.callbacks import EpochCheckpoints
+
+    return [EpochCheckpoints(scratch_folder(replicas, "checkpoints"), keep=1)]

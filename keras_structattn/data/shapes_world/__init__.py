@@ -21,6 +21,7 @@ Modules:
     writers: the files (`write`), their layout and the PNG writer.
     baselines: VQA accuracy and the trivial baselines.
     report: sizes, counters and answer distributions.
+    run_cache: a world generated once for a training run and reused.
 
 Usage:
     world = generate(train=2000, val=500, test=500, seed=0)

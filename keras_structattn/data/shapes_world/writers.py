@@ -66,6 +66,12 @@ DATA_TYPE = "shapes_world"
 IMDB_VERSION = 1
 
 
+def features_path(folder, split):
+    """The path of a split's features file (`features_<split>.npz`: images,
+    region and grid features) in a written world's `folder`."""
+    return os.path.join(folder, f"features_{split}.npz")
+
+
 def file_name(scene):
     """The image file name of a scene, the same in every file format.
 
@@ -333,7 +339,7 @@ def write(world, out_dir, png=False, compress=True):
         path = os.path.join(out_dir, f"scenes_{name}.json")
         _dump(path, {"split": name, "scenes": [s.to_dict() for s in split.scenes]})
         add("scenes", path)
-        path = os.path.join(out_dir, f"features_{name}.npz")
+        path = features_path(out_dir, name)
         (np.savez_compressed if compress else np.savez)(path, **split.features)
         add("features", path)
         if png:

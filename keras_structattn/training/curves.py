@@ -1,13 +1,13 @@
 """Learning curves: a run's `curves.png`, and several runs on one figure.
 
-    python -m recipes.<name> curves RUN [RUN ...] [--output_file F.png]
-
-One panel per metric: the training value and the validation value
+The recipes draw `curves.png` after each training command, and their
+`curves RUN [RUN ...]` command draws several runs on one figure. One panel
+per metric: the training value and the validation value
 (`val_<metric>`) against the optimizer step, one colour per run; the step
 of a run's best checkpoint (`best.json`, early stopping) is marked on
 every panel. Phases after the first (captioning's self-critical
 `scst_history.csv`) continue the step axis where the first ended. Needs
-matplotlib (the `vision` extra); no TensorFlow or Keras.
+matplotlib (the `vision` extra), imported when drawing.
 """
 
 import json
@@ -22,11 +22,16 @@ PHASES = (("history.csv", ""), ("scst_history.csv", "scst "))
 
 
 def read_run(folder):
-    """`{panel: {label: (steps, values)}}` of a run's histories, and the
-    best step (or None).
+    """Reads the curves of a run folder.
 
     Args:
-        folder: the run folder.
+        folder: the run folder (`history.csv`, `scst_history.csv`,
+            `best.json`).
+
+    Returns:
+        `(panels, best_step)`: `panels` is `{panel: {label: (steps,
+        values)}}`, label "training" or "validation"; `best_step` is the
+        step of the best checkpoint, or None.
     """
     panels, offset = {}, 0
     for name, prefix in PHASES:
@@ -104,7 +109,14 @@ def draw(runs, path, title=None):
 
 
 def draw_run(folder):
-    """`<folder>/curves.png` of one run (dashed line: the best step)."""
+    """Draws `<folder>/curves.png` of one run (dashed line: the best step).
+
+    Args:
+        folder: the run folder.
+
+    Returns:
+        The PNG's path, or None when the run has no history.
+    """
     panels, best = read_run(folder)
     return draw([(os.path.basename(os.path.normpath(folder)), panels, best)],
                 os.path.join(folder, CURVES_FILE), title=os.path.normpath(folder))
