@@ -20,7 +20,7 @@ PHOC 604 + appearance 2048), 12 decoding steps, d 768, 12 heads, FFN 3072,
 2. Greedy decoding of one batch (`M4C.decode`, cached keys and values, 12
    steps, compiled with `jax.jit`), paired against M4C likewise.
 3. Building SA-M4C's relation labels on the host, as the recipe's input
-   pipeline does (`recipes.textvqa.commands.Encoded.relations`):
+   pipeline does (`keras_structattn.tasks.textvqa.batches.M4CBatches`):
    `textvqa_relations_numpy` for a batch of 128 (M4C's training batch) and
    of `--batch`, and the random-graph control (the same, then
    `random_graph` per row), median of `--graph_repeats` after `--warmup`.
@@ -54,11 +54,11 @@ from benchmarks._timing import jax_training_step  # noqa: E402
 from benchmarks._timing import paired_medians  # noqa: E402
 from benchmarks.spatial_graph import median_ms  # noqa: E402
 from benchmarks.spatial_graph import random_boxes  # noqa: E402
+from keras_structattn.tasks.textvqa.batches import M4CBatches  # noqa: E402
 from models import registry  # noqa: E402
 from models.textvqa.m4c import BOS  # noqa: E402
 from models.textvqa.m4c import M4C  # noqa: E402
 from models.textvqa.m4c import m4c_loss  # noqa: E402
-from recipes.textvqa.commands import Encoded  # noqa: E402
 
 MODELS = (
     ("M4C (m4c_base)", "m4c_base", ""),
@@ -99,11 +99,11 @@ def batch(rng, size, hparams):
 
 
 def graph_builder(hparams, graph):
-    """The recipe's host graph building (`Encoded.relations(inputs, rows)`)
+    """The recipe's host graph building (`M4CBatches.relations(inputs, rows)`)
     for `graph` "spatial" or "random", without a data split: the method
     reads only these attributes."""
-    encoded = types.SimpleNamespace(hparams=hparams, graph=graph, seed=0)
-    return lambda inputs, rows: Encoded.relations(encoded, inputs, rows)
+    encoded = types.SimpleNamespace(hparams=hparams, random=graph == "random", seed=0)
+    return lambda inputs, rows: M4CBatches.relations(encoded, inputs, rows)
 
 
 def jax_decoding(model, inputs):

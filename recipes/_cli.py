@@ -348,7 +348,7 @@ def recipe_main(package, build_parser, check, run_commands):
 def curves_command(args):
     """`curves RUN [RUN ...]`: one figure of several runs, to `--output_file`
     (default `curves.png`); prints its path."""
-    from recipes import _curves
+    from keras_structattn.training import curves
 
     if not args.runs:
         raise UsageError("curves needs one or more run folders: curves RUN [RUN ...]")
@@ -356,11 +356,11 @@ def curves_command(args):
     for folder in args.runs:
         if not os.path.isdir(folder):
             raise UsageError(f"no such run folder: {folder}")
-        panels, best = _curves.read_run(folder)
+        panels, best = curves.read_run(folder)
         if not panels:
             raise UsageError(f"{folder} has no history.csv: train it first")
         runs.append((os.path.normpath(folder), panels, best))
-    path = _curves.draw(runs, getattr(args, "output_file", None) or _curves.CURVES_FILE)
+    path = curves.draw(runs, getattr(args, "output_file", None) or curves.CURVES_FILE)
     emit(path)
     return path
 

@@ -16,6 +16,8 @@ from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training.history import history_from_csv
 from keras_structattn.training.losses import PaddedAccuracy
 from keras_structattn.training.losses import PaddedCrossEntropy
+from keras_structattn.training.run_folder import write_atomically
+from keras_structattn.training.run_folder import write_json
 from keras_structattn.training.schedules import WarmupRsqrtDecay
 from models import registry
 from recipes import _cli
@@ -23,8 +25,6 @@ from recipes import _engine
 from recipes import _replicas
 from recipes import _run
 from recipes._run import RunFolder
-from recipes._run import write_atomically
-from recipes._run import write_json
 
 ONE_PHASE = (_engine.Phase(),)  # the training phases of a run trained in one
 

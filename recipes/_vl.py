@@ -15,11 +15,15 @@ import keras
 import numpy as np
 
 from keras_structattn.data import image_features
+from keras_structattn.data.feature_extraction import images_by_id
+from keras_structattn.data.shapes_world.run_cache import scene_images
 from keras_structattn.data.word_vectors import read_word_vectors as read_vectors
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.tasks.vqa.vqa import question_batch
 from keras_structattn.training import checkpoints as checkpoints_lib
+from keras_structattn.training.distribution import restarting
 from keras_structattn.training.history import history_from_csv
+from keras_structattn.training.run_folder import write_json
 from keras_structattn.training.schedules import StepWarmupDecay
 from recipes import _cli
 from recipes import _engine
@@ -27,7 +31,6 @@ from recipes import _replicas
 from recipes import _run
 from recipes import _world
 from recipes._run import RunFolder
-from recipes._run import write_json
 
 CHECKPOINTS = "checkpoints"
 VALIDATION_LIMIT = 2000  # validation items per epoch (the first ones, in order)
@@ -444,11 +447,11 @@ class Task:
                 # Under MirroredStrategy: made anew for each of fit's
                 # iterators, and split evenly over the replicas.
                 strategy = replicas.strategy is not None
-                return _replicas.restarting(batches, rebatch=True) if strategy else batches()
+                return restarting(batches, rebatch=True) if strategy else batches()
 
             if validation is not None and replicas.strategy is not None:
                 ordered = validation
-                validation = _replicas.restarting(
+                validation = restarting(
                     lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
             _engine.fit(model, args, data, per_epoch=per_epoch, epochs=epochs,
                         total_steps=args.train_steps, validation=validation, replicas=replicas,
@@ -538,7 +541,7 @@ class Task:
 
     def real_images(self, records):
         """Hook: the images of real data's `records` (from --images)."""
-        return _world.images_by_id(self.args.images, [r.image_id for r in records])
+        return images_by_id(self.args.images, [r.image_id for r in records])
 
     def visualize(self):
         """One PNG per record of the first of --split (`draw(trained,
@@ -550,8 +553,8 @@ class Task:
             getattr(args, f"num_{self.ITEMS}"))
         predicted = self.predict_split(trained, chosen)
         if not self.data_given:
-            images = _world.scene_images(_world.folder_of(args), chosen.name,
-                                         [r.image_id for r in chosen.records])
+            images = scene_images(_world.folder_of(args), chosen.name,
+                                  [r.image_id for r in chosen.records])
         elif not args.images:
             raise _cli.UsageError("visualize needs --images, the folder of the split's images")
         else:

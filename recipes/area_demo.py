@@ -125,7 +125,7 @@ def build_parser():
 
 def run(args):
     """Trains both variants; returns (and prints) their test accuracies."""
-    from recipes._run import write_json
+    from keras_structattn.training.run_folder import write_json
 
     if args.epochs < MIN_EPOCHS_FOR_CONTRAST:
         print(f"warning: --epochs {args.epochs}: area attention needs about "

@@ -23,9 +23,13 @@ import numpy as np
 
 from keras_structattn import metrics
 from keras_structattn.data import image_features
+from keras_structattn.data.feature_extraction import read_images
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.shapes_world import baselines
 from keras_structattn.data.shapes_world import hallucination
+from keras_structattn.data.shapes_world.run_cache import scene_images
+from keras_structattn.data.shapes_world.run_cache import world_bias
+from keras_structattn.data.shapes_world.writers import features_path
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.decoding.seq2seq import compiled_generate
 from keras_structattn.tasks.captioning import coco_captions
@@ -35,7 +39,9 @@ from keras_structattn.tasks.captioning.pictures import draw_caption_attention
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import dictionaries
 from keras_structattn.training import self_critical
+from keras_structattn.training.distribution import restarting
 from keras_structattn.training.losses import PaddedCrossEntropy
+from keras_structattn.training.run_folder import write_json
 from models import registry
 from models.captioning.catt_captioner import CATTCaptioner
 from models.captioning.transformer_captioner import TransformerCaptioner
@@ -47,7 +53,6 @@ from recipes import _run
 from recipes import _seq2seq
 from recipes import _vl
 from recipes import _world
-from recipes._run import write_json
 from recipes.caption import MODELS
 from recipes.caption import RUN_DEFAULTS
 from recipes.caption import data_flags_given
@@ -116,7 +121,7 @@ def load_splits(args, settings, needed):
     for name in needed:
         if not records.get(name):
             continue
-        path = (_world.features_path(world, name) if world is not None
+        path = (features_path(world, name) if world is not None
                 else getattr(args, f"{name}_features") or args.features)
         store = image_features.open_features(path, settings["feature_kind"], file_names={
             r.image_id: r.file_name for r in records[name]})
@@ -314,7 +319,7 @@ def train_cross_entropy(args, trained, splits, batch_size, replicas):
         # Under MirroredStrategy, `fit` peeks with an iterator of its own,
         # whose read-ahead of a generator would be lost: each iterator
         # restarts at step `done` instead.
-        return _replicas.restarting(batches) if replicas.strategy is not None else batches()
+        return restarting(batches) if replicas.strategy is not None else batches()
 
     scores = val_cider_hook(args, splits, vocab, settings)
     _engine.check_task_score(args, replicas, scores)
@@ -439,7 +444,7 @@ def evaluate(args, trained=None, splits=None, before=None):
                 coco_captions.coco_annotations(split.records), outputs["baseline"])
             print(f"[eval] baseline: {BASELINE_NAME}")
         pairs = hallucination.scene_pairs(os.path.join(world, f"scenes_{args.split}.json"))
-        bias = _world.world_bias(world)
+        bias = world_bias(world)
         if bias is not None:
             print(f"[eval] hallucination: colour-shape claims absent from the scene; the bias "
                   f"{bias[1]} {bias[0]} (biased@cf: over the {bias[0]}s of other colours only)")
@@ -541,11 +546,11 @@ def visualize(args):
     image_ids = [r.image_id for r in chosen]
     captions = caption_images(trained, split.store, image_ids, args)
     if not data_flags_given(args):
-        images = _world.scene_images(_world.folder_of(args), split.name, image_ids)
+        images = scene_images(_world.folder_of(args), split.name, image_ids)
     elif not args.images:
         raise _cli.UsageError("visualize needs --images, the folder of the split's images")
     else:
-        images = _world.read_images(args.images, [r.file_name for r in chosen], image_ids)
+        images = read_images(args.images, [r.file_name for r in chosen], image_ids)
 
     def draw(image_id, caption, image):
         words = caption.split()

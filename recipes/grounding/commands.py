@@ -9,16 +9,16 @@ import os
 import keras
 import numpy as np
 
+from keras_structattn.data.shapes_world.writers import features_path
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.tasks import attention_maps
 from keras_structattn.tasks.grounding import heads as grounding_heads
 from keras_structattn.tasks.grounding import refcoco
 from keras_structattn.tasks.vqa.vqa import records_report
+from keras_structattn.training.run_folder import write_json
 from models.vqa.muan import MUANGrounding
 from recipes import _vl
-from recipes import _world
 from recipes import grounding
-from recipes._run import write_json
 
 BASELINE_NAME = "the biggest region proposal"
 IOU_THRESHOLD = 0.5
@@ -81,7 +81,7 @@ class GroundingTask(_vl.RegionTask):
         for record in records:
             by_split[record.split].append(record)
         return {name: self.read_split(name, by_split[name],
-                                      args.features or _world.features_path(folder, name),
+                                      args.features or features_path(folder, name),
                                       lambda r: f"ref {r.ref_id}")
                 for name in needed if by_split.get(name)}
 

@@ -8,6 +8,7 @@ import os
 import keras
 import numpy as np
 
+from keras_structattn.data.feature_extraction import read_images
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.metrics import textvqa as textvqa_metrics
 from keras_structattn.tasks.textvqa import batches as m4c_batches
@@ -21,7 +22,6 @@ from keras_structattn.training.schedules import LinearWarmupMultiStepDecay
 from models.textvqa import m4c as m4c_models
 from recipes import _cli
 from recipes import _vl
-from recipes import _world
 from recipes import textvqa
 
 BASELINES = {
@@ -204,8 +204,8 @@ class TextVQATask(_vl.Task):
                 textvqa_report.score_table(columns, records))
 
     def real_images(self, records):
-        return [_world.read_images(self.args.images, [f"{r.image_name or r.image_id}.jpg"],
-                                   [r.image_id])[0] for r in records]
+        return [read_images(self.args.images, [f"{r.image_name or r.image_id}.jpg"],
+                            [r.image_id])[0] for r in records]
 
     def draw(self, trained, encoded, k, prediction, image):
         """The answer's attention (`textvqa_report.draw_question`)."""

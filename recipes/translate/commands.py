@@ -9,7 +9,7 @@ batch gets all-padding rows up to a multiple of the replicas
 (`keras_structattn.tasks.translation.replicas`: no loss, gradient or
 accuracy changes, but Keras' epoch averages of the loss, weighted by rows,
 differ a little), and the pipeline is read from its start whatever
-iterators Keras opens (`_replicas.restarting`).
+iterators Keras opens (`restarting`).
 """
 
 import os
@@ -31,6 +31,9 @@ from keras_structattn.tasks.translation import tatoeba
 from keras_structattn.tasks.translation import translate as translate_lib
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training.distribution import Replicas
+from keras_structattn.training.distribution import restarting
+from keras_structattn.training.run_folder import write_atomically
+from keras_structattn.training.run_folder import write_json
 from models.translation.lstm_seq2seq import LSTMSeq2Seq
 from models.translation.transformer import Transformer
 from recipes import _cli
@@ -204,7 +207,7 @@ def training_data(args, replicas):
         # batch with an iterator of their own, then train on another: the
         # batches `record` writes, on one device, only if each iterator
         # starts the stream afresh.
-        return _replicas.restarting(make)
+        return restarting(make)
 
     dev_tokens, validation, validation_steps = None, None, None
     if dev_pairs:
@@ -271,8 +274,8 @@ def train(args):
               "writes the run's files)")
         return model
     run = _run.RunFolder(args.output_dir)
-    _run.write_json(run.file("train_summary.json"),
-                    {"steps": steps, "history": _seq2seq.history_of(run)})
+    write_json(run.file("train_summary.json"),
+               {"steps": steps, "history": _seq2seq.history_of(run)})
     if _replicas.evaluates_after_training(args, replicas):
         # The model in memory holds the weights of the checkpoint just
         # written (or restored), or the best one: evaluate it as it is.
@@ -345,11 +348,11 @@ def evaluate(args, trained=None):
           f"alpha {args.alpha}: {seconds:.0f} s")
     for source, refs, hyp in list(zip(sources, references, hypotheses))[: args.examples]:
         print(f"  source:    {source}\n  reference: {refs[0]}\n  output:    {hyp}")
-    _run.write_atomically(os.path.join(args.output_dir, "test.hyp.txt"),
-                          "".join(f"{h}\n" for h in hypotheses))
-    _run.write_json(os.path.join(args.output_dir, "test_scores.json"),
-                    {"bleu": bleu.score, "bleu_signature": bleu.signature,
-                     "chrf": chrf.score, "chrf_signature": chrf.signature})
+    write_atomically(os.path.join(args.output_dir, "test.hyp.txt"),
+                     "".join(f"{h}\n" for h in hypotheses))
+    write_json(os.path.join(args.output_dir, "test_scores.json"),
+               {"bleu": bleu.score, "bleu_signature": bleu.signature,
+                "chrf": chrf.score, "chrf_signature": chrf.signature})
     _cli.emit(bleu)
     _cli.emit(chrf)
     return bleu, chrf
@@ -377,7 +380,7 @@ def average(args):
     checkpoints_lib.average_checkpoints(model, found)
     run = _run.RunFolder(args.output_dir)
     path = run.file("averaged.weights.h5")
-    _run.write_atomically(path, model.save_weights)
+    write_atomically(path, model.save_weights)
     run.save_average_list(found)  # after the weights: never a list newer than them
     print(f"[average] {len(found)} checkpoints -> {path}: "
           + ", ".join(os.path.basename(p) for p in found))

@@ -9,6 +9,7 @@ import time
 import keras
 import numpy as np
 
+from keras_structattn.data.shapes_world.writers import features_path
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.metrics import evaluate_vqa
 from keras_structattn.metrics import prepare_answer
@@ -19,12 +20,11 @@ from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import dictionaries
 from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
 from keras_structattn.training.losses import soft_accuracy
+from keras_structattn.training.run_folder import write_json
 from models.vqa import build as vqa_models
 from recipes import _cli
 from recipes import _vl
-from recipes import _world
 from recipes import vqa
-from recipes._run import write_json
 
 BASELINE_NAME = "the majority answer of the question's type in the training split"
 
@@ -74,7 +74,7 @@ class VQATask(_vl.RegionTask):
             else:
                 paths = (os.path.join(folder, "vqa", f"questions_{name}.json"),
                          os.path.join(folder, "vqa", f"annotations_{name}.json"),
-                         _world.features_path(folder, name))
+                         features_path(folder, name))
             if paths[0] is None:
                 continue
             if paths[2] is None:

@@ -11,10 +11,10 @@ import keras
 import numpy as np
 import pytest
 
+from keras_structattn.training import curves
 from keras_structattn.training.history import HistoryCSV
 from keras_structattn.training.history import history_from_csv
 from recipes import _cli
-from recipes import _curves
 from recipes import _engine
 
 PER_EPOCH = 4
@@ -191,7 +191,7 @@ def test_curves_command_draws_several_runs(tmp_path, capsys):
                     "--output_file", str(output)])
     assert capsys.readouterr().out.strip() == str(output)
     assert output.read_bytes().startswith(b"\x89PNG")
-    panels, best = _curves.read_run(str(tmp_path / "a"))
+    panels, best = curves.read_run(str(tmp_path / "a"))
     assert best == 10 and set(panels["loss"]) == {"training", "validation"}
     with pytest.raises(_cli.UsageError, match="no such run folder"):
         translate.main(["curves", str(tmp_path / "missing")])

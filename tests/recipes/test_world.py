@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 
+from keras_structattn.data.shapes_world.run_cache import SETTINGS_FILE
 from recipes import _world
 
 
@@ -27,7 +28,7 @@ def test_a_world_put_in_place_by_another_process_first_is_kept(tmp_path, capsys)
     def other_process_finishes_first(world, partial):
         shutil.copytree(partial, folder)
         (folder / "marker.txt").write_text(marker)
-        with open(folder / _world.SETTINGS_FILE, "w", encoding="utf-8") as f:
+        with open(folder / SETTINGS_FILE, "w", encoding="utf-8") as f:
             json.dump({"train": 3, "val": 2, "test": 2, "seed": 5}, f)
 
     got = _world.ensure_world(_args(out), tasks="refs", default_seed=0,
@@ -46,6 +47,6 @@ def test_a_folder_without_its_settings_is_replaced(tmp_path):
     (out / _world.FOLDER / "stale.txt").write_text("half a world")
     folder = _world.ensure_world(_args(out), tasks="refs", default_seed=0)
     assert not os.path.exists(os.path.join(folder, "stale.txt"))
-    with open(os.path.join(folder, _world.SETTINGS_FILE), encoding="utf-8") as f:
+    with open(os.path.join(folder, SETTINGS_FILE), encoding="utf-8") as f:
         assert json.load(f) == {"train": 3, "val": 2, "test": 2, "seed": 5}
     assert sorted(os.listdir(out)) == [_world.FOLDER]

@@ -66,10 +66,12 @@ class M4CBatches:
                 out["ocr_boxes"][k, : len(tokens)] = record.ocr_boxes[: len(tokens)]
                 out["ocr_mask"][k, : len(tokens)] = True
         if self.spatial:
-            out["relations"] = self._relations(out, rows)
+            out["relations"] = self.relations(out, rows)
         return out
 
-    def _relations(self, inputs, rows):
+    def relations(self, inputs, rows):
+        """The SA-M4C relation labels `[B, Q+N+T, Q+N+T]` of the batch `inputs` of `rows`
+        (the random graph of each row instead when `random`)."""
         labels = spatial_graph.textvqa_relations_numpy(
             inputs["question"] != 0, inputs["object_boxes"], inputs["object_mask"],
             inputs["ocr_boxes"], inputs["ocr_mask"], self.hparams.num_steps,
