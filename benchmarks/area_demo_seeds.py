@@ -1,6 +1,6 @@
 """The area demo's contrast over seeds: test accuracy per epoch, regular vs area.
 
-Trains `recipes.area_demo.build_model` (the recipe's data, optimizer and
+Trains `keras_structattn.tasks.run_of_three.build_model` (the recipe's data, optimizer and
 batch size) with regular attention (`max_area_width=1`) and area attention
 (`max_area_width=3`) for each seed, evaluates both on the test set after
 every epoch, and prints per epoch the mean and range over the seeds.
@@ -21,7 +21,7 @@ import numpy as np
 def accuracies(width, seed, args, data):
     import keras
 
-    from recipes.area_demo import build_model
+    from keras_structattn.tasks.run_of_three import build_model
 
     (x_train, y_train), (x_test, y_test) = data
     keras.utils.set_random_seed(seed)
@@ -42,7 +42,7 @@ def accuracies(width, seed, args, data):
 
 
 def main():
-    from recipes.area_demo import make_dataset
+    from keras_structattn.tasks.run_of_three import make_dataset
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0,1,2,3,4")

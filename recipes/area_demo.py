@@ -1,11 +1,11 @@
 """Area attention on a generated task: a short `model.fit` you can run anywhere.
 
-The task: a sequence of random tokens, with several copies of token 0, is
-positive iff three of the zeros are adjacent (a *run*). Without positional
-embeddings, one layer of regular attention sees the tokens as a set and
-cannot beat the ~0.53 that counting zeros gives; area attention's spans
-are adjacent by construction, so it attends to the run as one area. The
-recipe trains the same small model with regular attention
+The task (`keras_structattn.tasks.run_of_three`): a sequence of random
+tokens, with several copies of token 0, is positive iff three of the zeros
+are adjacent (a *run*). Without positional embeddings, one layer of regular
+attention sees the tokens as a set and cannot beat the ~0.53 that counting
+zeros gives; area attention's spans are adjacent by construction, so it
+attends to the run as one area. The recipe trains the same small model with regular attention
 (`max_area_width=1`) and with area attention (`max_area_width=3`) and
 prints both test accuracies. Over seeds 0-4 (2 CPU cores, about a minute):
 regular 0.49-0.52 at every epoch up to 12; area at least 0.998 from epoch 3
@@ -23,8 +23,6 @@ checkpoints (kill the run and start it again to resume) to
 import os
 import time
 
-import numpy as np
-
 from recipes import _cli
 
 # Over seeds 0-4, the fewest epochs after which area attention beats
@@ -32,59 +30,11 @@ from recipes import _cli
 MIN_EPOCHS_FOR_CONTRAST = 3
 
 
-def make_dataset(num, length=24, vocab=8, seed=0):
-    """`(tokens [num, length], labels [num])` (int32) of the run-of-three task,
-    classes balanced: every sequence holds 3 to 6 zeros, three of them
-    adjacent in positives only, so counting zeros does not solve it."""
-    rng = np.random.default_rng(seed)
-    tokens = np.empty((num, length), dtype="int32")
-    labels = rng.integers(0, 2, size=num).astype("int32")
-    for i in range(num):
-        while True:
-            seq = rng.integers(1, vocab, size=length)
-            zeros = rng.integers(3, 7)
-            if labels[i]:
-                start = rng.integers(0, length - 2)
-                seq[start : start + 3] = 0
-                zeros -= 3
-            seq[rng.choice(length, size=zeros, replace=False)] = 0
-            if _has_run(seq) == bool(labels[i]):
-                break
-        tokens[i] = seq
-    return tokens, labels
-
-
-def _has_run(seq):
-    zero = seq == 0
-    return bool(np.any(zero[:-2] & zero[1:-1] & zero[2:]))
-
-
-def build_model(max_area_width, length=24, vocab=8, dim=32, heads=2, seed=0, positions=False):
-    """Embedding -> area self-attention -> pooled classifier. Without
-    positions (the default) attention alone relates neighbours; with them
-    regular attention learns the task too, slowly (benchmarks/area_demo_seeds.py).
-    """
-    import keras
-
-    from keras_structattn.layers import MultiHeadAreaAttention
-
-    tokens = keras.Input((length,), dtype="int32")
-    x = keras.layers.Embedding(vocab, dim)(tokens)
-    if positions:
-        x = x + keras.layers.Embedding(length, dim)(keras.ops.arange(length))
-    attended = MultiHeadAreaAttention(num_heads=heads, key_dim=dim // heads,
-                                      max_area_width=max_area_width, seed=seed,
-                                      name="area_attention")(x, x)
-    x = keras.layers.LayerNormalization()(x + attended)
-    x = keras.layers.Dense(64, activation="relu")(x)
-    x = keras.layers.GlobalMaxPooling1D()(x)
-    logits = keras.layers.Dense(1)(x)
-    return keras.Model(tokens, logits)
-
-
 def run_variant(name, max_area_width, data, args):
+    """Trains (resuming) and tests one variant; returns its accuracy and time."""
     import keras
 
+    from keras_structattn.tasks.run_of_three import build_model
     from keras_structattn.training.callbacks import EpochCheckpoints
     from keras_structattn.training.callbacks import restore_latest
 
@@ -125,6 +75,7 @@ def build_parser():
 
 def run(args):
     """Trains both variants; returns (and prints) their test accuracies."""
+    from keras_structattn.tasks.run_of_three import make_dataset
     from keras_structattn.training.run_folder import write_json
 
     if args.epochs < MIN_EPOCHS_FOR_CONTRAST:

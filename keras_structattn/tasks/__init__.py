@@ -13,6 +13,8 @@ Subpackages:
 Modules:
     attention_maps: pictures of attention over an image (areas per word,
         regions, quadrants), for the vision-and-language tasks.
+    run_of_three: the area attention demo's toy task (data and a small
+        classifier).
 
 The data shared by several tasks (feature stores, vocabularies, JSON files,
 ShapesWorld) is in `keras_structattn.data`; the scores in

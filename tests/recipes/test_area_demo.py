@@ -1,29 +1,11 @@
-"""The area attention demo recipe: its task, its command line and its claim."""
+"""The area attention demo recipe: its command line and its claim (its task:
+tests/test_run_of_three.py)."""
 
 import json
 import subprocess
 import sys
 
-import numpy as np
-
 from recipes import area_demo
-
-
-def test_dataset_labels_match_the_rule_and_are_balanced():
-    tokens, labels = area_demo.make_dataset(400, seed=3)
-    assert tokens.shape == (400, 24) and labels.shape == (400,)
-    runs = [area_demo._has_run(seq) for seq in tokens]
-    np.testing.assert_array_equal(np.array(runs, dtype="int32"), labels)
-    assert 0.35 < labels.mean() < 0.65
-    # Negatives still contain zeros, so counting them does not solve the task.
-    assert all((seq == 0).sum() >= 3 for seq in tokens[labels == 0])
-
-
-def test_dataset_is_deterministic_for_a_seed():
-    a = area_demo.make_dataset(50, seed=7)
-    b = area_demo.make_dataset(50, seed=7)
-    np.testing.assert_array_equal(a[0], b[0])
-    np.testing.assert_array_equal(a[1], b[1])
 
 
 def test_too_few_epochs_warn_and_stdout_holds_the_results_only(tmp_path):
