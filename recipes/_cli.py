@@ -35,9 +35,8 @@ class UsageError(ValueError):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` raising `UsageError`, with `--debug`; `doc`
-    gives the description (its first line) and epilog, `hparams_model_types`
-    `--list_hparams_sets` (the sets of those model types)."""
+    """Raises `UsageError`; adds `--debug`, and `--list_hparams_sets` for
+    `hparams_model_types`. `doc`: description (first line) and epilog."""
 
     def __init__(self, doc=None, hparams_model_types=None, **kwargs):
         if doc:
@@ -70,8 +69,7 @@ class _ListHparamsSets(argparse.Action):
         parser.exit(0)
 
 
-# Flag types: argparse calls them on the flag's text; their
-# ArgumentTypeError messages become "argument --flag: ..." usage errors.
+# Flag types: their ArgumentTypeErrors become "argument --flag: ..." usage errors.
 
 
 def _number_type(convert, accept, requirement):
@@ -174,10 +172,8 @@ def early_stopping_type(metrics):
 
 
 def add_budget_flags(group, metrics, train_steps=False):
-    """How long `train` runs (docs/recipes.md, "Budgets"): `--train_steps`
-    (with `train_steps`, for recipes counting epochs), `--early_stopping`
-    on one of `metrics`, `--max_minutes`, `--warmup_fraction`,
-    `--scale_schedule`."""
+    """How long `train` runs (docs/recipes.md, "Budgets"); `--train_steps`
+    only with `train_steps` (recipes counting epochs)."""
     if train_steps:
         group.add_argument("--train_steps", type=positive_int, default=None,
                            help="stop at this many optimizer steps (default: the epochs decide)")
@@ -220,16 +216,12 @@ def add_distribution_flags(parser):
         "--devices", type=positive_int, default=None,
         help="with data_parallel, use this many devices (default: all); on a "
              "CPU-only machine the CPU is split into that many devices")
-    group.add_argument(
-        "--coordinator_address", default=None, metavar="HOST:PORT",
-        help="JAX multi-process: process 0's address (or "
-             "KERAS_DISTRIBUTION_JOB_ADDRESSES)")
-    group.add_argument(
-        "--num_processes", type=positive_int, default=None,
-        help="JAX multi-process: the process count (or KERAS_DISTRIBUTION_NUM_PROCESSES)")
-    group.add_argument(
-        "--process_id", type=non_negative_int, default=None,
-        help="JAX multi-process: this process, 0.. (or KERAS_DISTRIBUTION_PROCESS_ID)")
+    for flag, kind, metavar, what, variable in (
+            ("coordinator_address", None, "HOST:PORT", "process 0's address", "JOB_ADDRESSES"),
+            ("num_processes", positive_int, None, "the process count", "NUM_PROCESSES"),
+            ("process_id", non_negative_int, None, "this process, 0..", "PROCESS_ID")):
+        group.add_argument(f"--{flag}", type=kind, default=None, metavar=metavar,
+                           help=f"JAX multi-process: {what} (or KERAS_DISTRIBUTION_{variable})")
 
 
 def _check_distribution(args):
@@ -242,12 +234,10 @@ def _check_distribution(args):
             if getattr(args, flag) is not None:
                 raise UsageError(f"--{flag} needs --distribute data_parallel")
         return
-    if several and args.devices:
-        raise UsageError("--devices applies to one process; with --num_processes, "
-                         "every device of every process is used")
-    if several and args.process_id is not None and args.process_id >= args.num_processes:
-        raise UsageError(f"--process_id {args.process_id} must be below "
-                         f"--num_processes {args.num_processes}")
+    refuse((several and args.devices, "--devices applies to one process; with "
+            "--num_processes, every device of every process is used"),
+           (several and (args.process_id or 0) >= args.num_processes,
+            f"--process_id {args.process_id} must be below --num_processes {args.num_processes}"))
     flags = os.environ.get("XLA_FLAGS", "")
     if args.devices and "xla_force_host_platform_device_count" not in flags:
         # JAX's CPU shows this many devices (GPUs are unaffected); JAX reads
@@ -277,14 +267,6 @@ def usage(function, *args):
         return function(*args)
     except ValueError as error:
         raise UsageError(str(error)) from None
-
-
-def require_run(output_dir, command):
-    """Raises `UsageError` unless `output_dir` holds a trained run."""
-    if not os.path.exists(os.path.join(output_dir, RUN_FILE)):
-        raise UsageError(
-            f"no trained run in {output_dir} (no {RUN_FILE}): run `train` with this "
-            f"--output_dir before `{command}`")
 
 
 def emit(text=""):
@@ -321,16 +303,17 @@ def execute(parser, argv, run, check=None):
 
 
 def recipe_main(package, build_parser, check, run_commands):
-    """The `main(argv)` of a recipe package: `execute` with its parser,
-    checks (`--distribute` only for `train`, `check(args)`, a trained run
-    for `run_commands`) and `<package>.commands.run(args)`, imported (the
-    heavy part) only once the flags are checked."""
+    """A recipe package's `main(argv)`: `execute` with the checks (and a
+    trained run for `run_commands`), then `<package>.commands.run(args)`,
+    the heavy import, once the flags are checked."""
     def checks(args):
         if args.command != "train" and args.distribute != "none":
             raise UsageError(f"--distribute is for train; {args.command} runs on one device")
         check(args)
-        if args.command in run_commands:
-            require_run(args.output_dir, args.command)
+        if args.command in run_commands and not os.path.exists(
+                os.path.join(args.output_dir, RUN_FILE)):
+            raise UsageError(f"no trained run in {args.output_dir} (no {RUN_FILE}): run "
+                             f"`train` with this --output_dir before `{args.command}`")
 
     def run(args):
         import importlib
@@ -376,8 +359,7 @@ _START_UP_LINE = (
 
 @contextlib.contextmanager
 def _native_start_up_lines_dropped():
-    """Runs the body with file descriptor 2 captured, then writes back all
-    but the native libraries' start-up INFO lines."""
+    """Captures file descriptor 2, then writes back all but the start-up lines."""
     import tempfile
 
     sys.stderr.flush()
@@ -453,25 +435,15 @@ def vl_parser(package, doc, commands, run_defaults, *, models=None, hparams_set_
               hparams_example, metrics, epochs_help, predict_batch_size, output_file_help,
               title="evaluation, prediction and scoring", split_choices=("train", "val", "test"),
               split_commands="evaluate / visualize", drawn="questions"):
-    """A vision-and-language recipe's parser, for `package` recipes.<name>
-    (<name>: its hparams sets' model_type and --output_dir); `models` None:
-    no --model. Returns `(parser, run, data, out)`: the parser and the
-    groups for the recipe's own flags (training and distribution are
-    complete)."""
+    """The parser of `package` recipes.<name> (<name>: the model_type and
+    --output_dir; `models` None: no --model); returns `(parser, run, data,
+    out)`, with the groups for the recipe's own flags."""
     name = package.split(".")[-1]
-    parser = ArgumentParser(doc + VL_EPILOG, hparams_model_types=(name,),
-                            prog=f"python -m {package}")
-    add_command_argument(parser, commands)
-    parser.add_argument("--output_dir", default=os.path.join("runs", f"{name}_shapes_world"),
-                        type=output_folder)
-    run = parser.add_argument_group(RUN_GROUP)
-    if models:
-        run.add_argument("--model", choices=models, default=None,
-                         help=f"default {run_defaults['model']}")
-    run.add_argument("--hparams_set", default=None, help=hparams_set_help)
-    run.add_argument("--hparams", default="",
-                     help=f'comma-separated overrides, e.g. "{hparams_example}"')
-    run.add_argument("--seed", type=int, default=None, help=f"default {run_defaults['seed']}")
+    parser, run = _recipe_parser(
+        package, doc + VL_EPILOG, commands, os.path.join("runs", f"{name}_shapes_world"),
+        (name,), models and {"choices": models, "help": f"default {run_defaults['model']}"},
+        hparams_set_help, f'comma-separated overrides, e.g. "{hparams_example}"',
+        run_defaults["seed"])
     data = parser.add_argument_group("data (default: generated Shapes world)")
     train = parser.add_argument_group("training (may change when a run resumes)")
     train.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
@@ -521,16 +493,26 @@ def add_vl_score_flags(out, annotations_help, output_help):
 def seq2seq_parser(package, doc, commands, output_dir, hparams_model_types, models, *,
                    model_help, hparams_set_help, hparams_example, seed):
     """A sequence-to-sequence recipe's parser and its run group."""
+    return _recipe_parser(
+        package, doc, commands, output_dir, hparams_model_types,
+        {"choices": tuple(models), "help": model_help}, hparams_set_help,
+        f'comma-separated overrides, e.g. "{hparams_example}" (a list value keeps its '
+        'commas: docs/translation.md)', seed)
+
+
+def _recipe_parser(package, doc, commands, output_dir, hparams_model_types, model,
+                   hparams_set_help, hparams_help, seed):
+    """The parser with the command and --output_dir, and the run group
+    (`model`: --model's choices and help, or None for no --model)."""
     parser = ArgumentParser(doc, hparams_model_types=hparams_model_types,
                             prog=f"python -m {package}")
     add_command_argument(parser, commands)
     parser.add_argument("--output_dir", default=output_dir, type=output_folder)
     run = parser.add_argument_group(RUN_GROUP)
-    run.add_argument("--model", choices=tuple(models), default=None, help=model_help)
+    if model:
+        run.add_argument("--model", default=None, **model)
     run.add_argument("--hparams_set", default=None, help=hparams_set_help)
-    run.add_argument("--hparams", default="",
-                     help=f'comma-separated overrides, e.g. "{hparams_example}" (a list '
-                     'value keeps its commas: docs/translation.md)')
+    run.add_argument("--hparams", default="", help=hparams_help)
     run.add_argument("--seed", type=int, default=None, help=f"default {seed}")
     return parser, run
 

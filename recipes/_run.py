@@ -13,18 +13,16 @@ import os
 from keras_structattn.training import run_folder
 from keras_structattn.training.hparams import HParams
 from keras_structattn.training.run_folder import write_atomically
-from recipes._cli import UsageError
 from recipes._cli import emit
-from recipes._cli import require_run
+from recipes._cli import refuse
 from recipes._cli import usage
 
 HPARAMS_FILE = "hparams.json"
 
 
 def save_pictures(folder, pictures, items):
-    """Writes `visualize`'s `(name, PIL image, text)` triples as `<name>.png`,
-    each whole or absent, one `path<TAB>text` line each on stdout, and a
-    status line counting the `items`; returns the paths."""
+    """Writes `(name, PIL image, text)` triples as `<name>.png` (whole or
+    absent) and `path<TAB>text` on stdout; returns the paths."""
     os.makedirs(folder, exist_ok=True)
     written = []
     for name, picture, text in pictures:
@@ -39,59 +37,36 @@ def save_pictures(folder, pictures, items):
 class RunFolder(run_folder.RunFolder):
     """The run folder of a recipe, checked against the command line."""
 
-    def require_run(self, command):
-        """Raises `UsageError` unless the folder holds a run."""
-        require_run(self.path, command)
-
     def resolve_settings(self, given, defaults):
-        """The run's settings: the saved ones, which the defining flags given
-        (`given`, None where left out) must agree with, else `defaults`
-        updated with the given flags; a `UsageError` names each difference."""
+        """The saved settings, which the flags `given` (None: left out) must
+        agree with (`UsageError`), else `defaults` updated with them."""
         saved = self.settings()
         if saved is None:
             return {**defaults, **{k: v for k, v in given.items() if v is not None}}
-        differences = [
-            f"--{name} {value} (the run has {saved.get(name)})"
-            for name, value in given.items()
-            if value is not None and value != saved.get(name)
-        ]
-        if differences:
-            raise UsageError(
-                f"{self.path} holds a run made with other settings: "
-                + "; ".join(differences)
-                + ". Leave these flags out to use the run's, or use a new --output_dir"
-            )
+        differences = [f"--{name} {value} (the run has {saved.get(name)})"
+                       for name, value in given.items()
+                       if value is not None and value != saved.get(name)]
+        refuse((differences, f"{self.path} holds a run made with other settings: "
+                f"{'; '.join(differences)}. Leave these flags out to use the run's, or use "
+                "a new --output_dir"))
         return saved
 
     def resolve_hparams(self, overrides, set_name, check_set=None):
-        """`(hparams, saved)`: the saved run's hparams, which `--hparams` must
-        agree with; for a new run the set `set_name`'s, checked by
-        `check_set(hparams)` (raising `UsageError`), with `overrides`
-        checked but not yet applied."""
+        """`(hparams, saved)`: the run's, which `--hparams` must agree with;
+        else the set `set_name`'s, checked by `check_set(hparams)`, with
+        `overrides` checked but not yet applied."""
         from models import registry  # here: it imports every model
 
         if self.holds_run:
             saved = HParams.load(self.file(HPARAMS_FILE))
-            self.check_hparams(saved, usage(saved.parse, overrides))
+            have, wanted = saved.values(), usage(saved.parse, overrides).values()
+            differences = [f"{name}={wanted[name]!r} (the run has {have[name]!r})"
+                           for name in sorted(have) if wanted[name] != have[name]]
+            refuse((differences, f"{self.path} holds a run with other hparams: --hparams "
+                    f"{', '.join(differences)}. Use a new --output_dir to change them"))
             return saved, True
         hparams = usage(registry.get, set_name)
         if check_set is not None:
             check_set(hparams)
         usage(hparams.parse, overrides)
         return hparams, False
-
-    def check_hparams(self, saved, wanted):
-        """Raises `UsageError` if `wanted` (the run's `saved` hparams with the
-        command's overrides) differs from them."""
-        saved_values, wanted_values = saved.values(), wanted.values()
-        differences = [
-            f"{name}={wanted_values[name]!r} (the run has {saved_values[name]!r})"
-            for name in sorted(saved_values)
-            if wanted_values[name] != saved_values[name]
-        ]
-        if differences:
-            raise UsageError(
-                f"{self.path} holds a run with other hparams: --hparams "
-                + ", ".join(differences)
-                + ". Use a new --output_dir to change them"
-            )
