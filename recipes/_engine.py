@@ -1,33 +1,23 @@
 """The training engine the recipes share: how long a run trains, and `fit`.
 
-Every training command of every recipe ends in `fit` (or, for a custom
-training step such as captioning's self-critical one, `fit_steps`), which
-writes the run's training files once, the same way:
+Every training command ends in `fit` (or `fit_steps`, for a custom step such
+as captioning's self-critical one), which writes the run's training files
+the same way:
 
-- resumes from the newest checkpoint of its phase (a run killed with
-  `kill -9` goes on where its last checkpoint left it);
-- stops at the first of: `--train_steps` optimizer steps, the epochs of
-  the schedule, `--early_stopping METRIC[:PATIENCE]` (PATIENCE evaluations
-  without a better validation METRIC), `--max_minutes` (the time of this
-  command), a NaN loss; one status line says which, and the epoch then
-  ends as any other (validation, checkpoint, history row);
-- `history.csv` (one row per checkpoint: the optimizer `step`, training
-  and validation metrics; a resumed run appends, a column added later
-  widens the file), TensorBoard logs, checkpoints, and with early stopping
-  `best.weights.h5` / `best.json`, the best checkpoint so far, which the
-  model in memory holds when training ends and which `evaluate` loads;
-- `curves.png`: the learning curves (`keras_structattn.training.curves`).
+- resumes from the newest checkpoint of its phase (after `kill -9` too);
+- stops at the first of `--train_steps`, the schedule's epochs,
+  `--early_stopping METRIC[:PATIENCE]`, `--max_minutes` (this command's
+  time) or a NaN loss, saying which; the epoch then ends as any other;
+- writes `history.csv` (one row per checkpoint; a resumed run appends, a
+  new column widens it), TensorBoard logs, checkpoints, `curves.png`, and
+  with early stopping `best.weights.h5` / `best.json`, which the model
+  holds when training ends and `evaluate` loads. Early stopping's state is
+  read back from `history.csv`, so it survives a kill.
 
-Early stopping survives a kill: its state (best value, evaluations since)
-is read back from `history.csv`, whose row of an epoch is written only
-after that epoch's best weights.
-
-Learning-rate schedules can follow the budget (`--scale_schedule`,
-`--warmup_fraction`; `schedule_scale`, `warmup_steps`): warm-up and decay
-points then are fractions of the run's length, so a run shortened with
-`--train_steps` or `--epochs` does not end at its warm-up peak; without
-them a schedule that the budget cuts short is warned about
-(docs/recipes.md, "Budgets").
+`--scale_schedule` and `--warmup_fraction` fit a learning-rate schedule to
+the run's budget (`schedule_scale`, `warmup_steps`), so that a shortened run
+does not end at its warm-up peak; without them a schedule the budget cuts
+short is warned about (docs/recipes.md, "Budgets").
 """
 
 import dataclasses
@@ -56,13 +46,11 @@ BEST = "best"  # best.weights.h5, best.json: the best checkpoint of early stoppi
 
 
 def warmup_steps(hparams_warmup, args, total_steps):
-    """The warm-up of a step schedule: the hparams' steps, unless the run
-    fits the schedule to its budget `total_steps` (None: unknown) with
-    `--warmup_fraction F` (F of it) or `--scale_schedule` (at most half of
-    it). A warm-up that does not end before the budget is otherwise only
-    warned about: fitting the schedule to the budget makes a run extended
-    later with a larger `--train_steps` differ from one trained that long
-    in one go."""
+    """The warm-up of a step schedule: the hparams' steps, or with
+    `--warmup_fraction F` F of the budget `total_steps` (None: unknown), or
+    with `--scale_schedule` at most half of it; else only a warning where
+    it does not end within the budget (a run extended later must not
+    change schedule)."""
     if total_steps is None:
         return hparams_warmup
     if getattr(args, "warmup_fraction", None) is not None:
@@ -82,11 +70,9 @@ def warmup_steps(hparams_warmup, args, total_steps):
 
 
 def schedule_scale(planned_steps, total_steps, args):
-    """The factor that maps an epoch schedule written for `planned_steps`
-    (the hparams' epochs) onto a budget of `total_steps` with
-    `--scale_schedule`: warm-up and decay epochs then are fractions of the
-    run's length. 1 without it (a note says when the budget is shorter than
-    the schedule), or when the budget is the planned one or unknown."""
+    """With `--scale_schedule`, the factor mapping an epoch schedule of
+    `planned_steps` onto the budget `total_steps`; else 1 (with a note when
+    the budget is the shorter)."""
     if not total_steps or not planned_steps or total_steps == planned_steps:
         return 1.0
     if not getattr(args, "scale_schedule", False):
@@ -102,9 +88,8 @@ def schedule_scale(planned_steps, total_steps, args):
 
 
 def _early_stopping(args, phase, scores, folder=None):
-    """The `EarlyStopping` of `--early_stopping METRIC[:PATIENCE]` for a
-    phase (best checkpoint in `folder`, default the run folder), or None.
-    A loss, or a score the task's hook calls lower-is-better, must fall."""
+    """`--early_stopping`'s `EarlyStopping` (best checkpoint in `folder`,
+    default the run folder), or None; a loss or a `scores.lower` must fall."""
     spec = getattr(args, "early_stopping", None)
     if not spec:
         return None
@@ -116,17 +101,14 @@ def _early_stopping(args, phase, scores, folder=None):
 
 
 def _uses_task_score(args, scores):
-    """Whether `--early_stopping` watches a score of the task's `scores`
-    hook (computed by decoding), rather than a metric `fit` logs itself."""
+    """Whether `--early_stopping` watches a score of the `scores` hook."""
     spec = getattr(args, "early_stopping", None)
     return bool(spec and scores is not None and spec[0] in scores.names)
 
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
-    """Where a training phase keeps its files in the run folder: the
-    checkpoints' folder, the history CSV, the TensorBoard folder and the
-    name of its best checkpoint (early stopping)."""
+    """Where a training phase keeps its files in the run folder."""
 
     checkpoints: str = "checkpoints"
     history: str = "history.csv"
@@ -140,10 +122,8 @@ class Phase:
 
 
 def _callbacks(args, phase, replicas, total_steps, scores):
-    """The engine's callbacks, in the order they must run at an epoch's end
-    (the step, the task's scores, early stopping: best weights before the
-    history row, the writers, the stoppers), and the stoppers that say why
-    they stopped (early stopping, the time)."""
+    """The callbacks, in their order at an epoch's end (early stopping's best
+    weights before the history row), and the stoppers that give a reason."""
     out = args.output_dir
     chief = replicas is None or replicas.is_chief
     stopper = _early_stopping(args, phase, scores,
@@ -212,8 +192,9 @@ def fit(model, args, data=None, *, step=None, per_epoch, epochs=None, total_step
     epochs_done = restore_latest(model, os.path.join(args.output_dir, phase.checkpoints))
     done = steps_done(model)
     finished = _already_done(args, phase, done, epochs_done, epochs, total_steps, scores)
+    prefix = f"{label}: " if label else ""
     if finished:
-        print(f"[train] {label + ': ' if label else ''}{finished}")
+        print(f"[train] {prefix}{finished}")
         _use_best_weights(model, args, phase, replicas)
         return done
     if epochs_done:
@@ -236,7 +217,7 @@ def fit(model, args, data=None, *, step=None, per_epoch, epochs=None, total_step
                          verbose=args.verbose)
     steps = steps_done(model)
     reasons = [c.reason for c in stoppers if c.reason]
-    print(f"[train] {label + ': ' if label else ''}{steps} steps "
+    print(f"[train] {prefix}{steps} steps "
           f"({time.time() - start:.0f} s in this command)"
           + (f"; {reasons[0]}" if reasons else ""))
     _use_best_weights(model, args, phase, replicas)
@@ -252,16 +233,13 @@ def fit(model, args, data=None, *, step=None, per_epoch, epochs=None, total_step
 
 
 def fit_steps(model, args, step, **kwargs):
-    """`fit` of a custom step (`step(model, step_index)` -> logs dict), with
-    the same callbacks and stopping rules; for steps that `model.fit` cannot
-    express (self-critical training samples and rewards on the host). Call
-    it with the model compiled; `kwargs` are `fit`'s."""
+    """`fit` of a custom step, `step(model, step_index)` -> logs dict, for
+    what `model.fit` cannot express (host-side sampling); `kwargs`: `fit`'s."""
     return fit(model, args, step=step, **kwargs)
 
 
 def _use_best_weights(model, args, phase, replicas=None):
-    """Loads the phase's best checkpoint into `model` when early stopping
-    kept one, so that what follows (evaluation, a next phase) uses it."""
+    """Loads early stopping's best checkpoint, if any, for what follows."""
     path = phase.best_weights(args.output_dir)
     if (not getattr(args, "early_stopping", None) or path is None
             or (replicas is not None and replicas.num_processes > 1)):
@@ -274,10 +252,9 @@ def _use_best_weights(model, args, phase, replicas=None):
 
 
 class ScoresHook:
-    """A task's validation scores `names` (`bleu`, `cider`...), computed by
-    `compute(model)` -> `{name: value}` at each checkpoint when
-    `--early_stopping` watches one of them; `lower`: the names that improve
-    by falling (an error rate)."""
+    """A task's validation scores `names` (`bleu`...), `compute(model)` ->
+    `{name: value}` at each checkpoint when `--early_stopping` watches one;
+    `lower`: those that improve by falling."""
 
     def __init__(self, names, compute, lower=()):
         self.names, self.compute, self.lower = tuple(names), compute, tuple(lower)
@@ -287,8 +264,7 @@ class ScoresHook:
 
 
 def check_task_score(args, replicas, scores):
-    """Refuses a task score in a multi-process run (its decoding would need
-    every process's rows)."""
+    """Refuses a task score in a multi-process run (decoding needs every row)."""
     if _uses_task_score(args, scores) and replicas is not None and replicas.num_processes > 1:
         raise _cli.UsageError(
             f"--early_stopping {args.early_stopping[0]} decodes the validation split, "

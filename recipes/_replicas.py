@@ -6,26 +6,20 @@ See `keras_structattn.training.distribution` and docs/distributed.md.
 import keras
 
 from recipes._cli import UsageError
+from recipes._cli import usage
 
 JIT = {"auto": "auto", "on": True, "off": False}
 
 
 def from_flags(args):
-    """The `Replicas` of `--distribute`/`--devices`/the multi-process flags
-    (`_cli.add_distribution_flags`), a `UsageError` where they cannot run.
-
-    Call it first in a training command, before any TensorFlow op runs (the
-    CPU can be split into logical devices only before that), and build the
-    model, compile it, restore checkpoints and fit inside its `scope()`.
-    """
+    """The `Replicas` of the distribution flags (a `UsageError` where they
+    cannot run). Call it before any TensorFlow op runs (the CPU splits into
+    devices only before that); build, compile and fit inside its `scope()`."""
     from keras_structattn.training import distribution
 
-    try:
-        replicas = distribution.replicas(
-            args.distribute, devices=args.devices, coordinator_address=args.coordinator_address,
-            num_processes=args.num_processes, process_id=args.process_id)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    replicas = usage(lambda: distribution.replicas(
+        args.distribute, devices=args.devices, coordinator_address=args.coordinator_address,
+        num_processes=args.num_processes, process_id=args.process_id))
     if replicas.num_replicas > 1:
         print(f"[distribute] data parallel over {replicas.num_replicas} devices"
               f" in {replicas.num_processes} process(es): {', '.join(replicas.devices)}")
@@ -34,16 +28,12 @@ def from_flags(args):
 
 def check_batch(replicas, batch_size, flag="--batch_size"):
     """UsageError unless the global batch splits evenly over the replicas."""
-    try:
-        replicas.check_batch(batch_size, flag=flag)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    usage(replicas.check_batch, batch_size, flag)
 
 
 def jit_for(replicas, jit):
-    """`jit_compile` under the replicas: TensorFlow's MirroredStrategy
-    cannot run an XLA-compiled step (its variables live per replica), so
-    `auto` means off there and `on` is refused."""
+    """`jit_compile` under the replicas: off for `auto` under TensorFlow's
+    MirroredStrategy, which cannot run XLA-compiled steps; `on` refused."""
     if replicas.strategy is None:
         return jit
     if jit is True:
@@ -56,17 +46,15 @@ def jit_for(replicas, jit):
 
 
 def replicas_of(args):
-    """`from_flags`, with `--jit on` under TensorFlow's MirroredStrategy
-    refused before any data is read: the first thing `train` does."""
+    """`from_flags`, refusing `--jit on` before any data is read."""
     replicas = from_flags(args)
     jit_for(replicas, JIT[args.jit])
     return replicas
 
 
 def jit_flag(args, replicas=None):
-    """--jit as `jit_compile` under `replicas` (`jit_for`); without XLA on
-    TensorFlow, op determinism on, so that a resumed run equals a straight
-    one."""
+    """--jit as `jit_compile` under `replicas`; without XLA on TensorFlow, op
+    determinism on, so that a resumed run equals a straight one."""
     jit = JIT[args.jit]
     if replicas is not None:
         jit = jit_for(replicas, jit)
@@ -78,10 +66,9 @@ def jit_flag(args, replicas=None):
 
 
 def evaluates_after_training(args, replicas):
-    """Whether `train` goes on to evaluate the model it holds: not with
-    --no_eval, nor after multi-process training (prediction there would
-    need every process's part of every batch; `evaluate` on the run folder,
-    one process, scores the checkpoint instead)."""
+    """Whether `train` evaluates the model it holds: not with --no_eval, nor
+    after multi-process training (prediction would need every process's
+    rows; `evaluate`, one process, scores the checkpoint instead)."""
     if args.no_eval:
         return False
     if replicas.num_processes > 1:

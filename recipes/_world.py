@@ -16,8 +16,8 @@ FOLDER = "shapes_world"
 
 
 def add_world_flags(group, train=2000, val=200, test=500):
-    """Adds the `--world_*` flags to an argparse group (sizes left out:
-    the cached world's, else these defaults)."""
+    """Adds the `--world_*` flags (sizes left out: the cached world's, else
+    these)."""
     for split, size in (("train", train), ("val", val), ("test", test)):
         group.add_argument(f"--world_{split}", type=_cli.positive_int, default=None,
                            help=f"Shapes world: {split} images (default {size}, or the "
@@ -33,8 +33,7 @@ def add_world_flags(group, train=2000, val=200, test=500):
 
 
 def canonical_bias(text):
-    """The canonical text of a --world_bias value (one world, one string);
-    raises `_cli.UsageError` naming the flag for a bad one."""
+    """The canonical text of a --world_bias value (one world, one string)."""
     from keras_structattn.data.shapes_world.config import Bias
 
     try:
@@ -50,12 +49,9 @@ def folder_of(args):
 
 
 def _world_seed(args, default_seed):
-    """The world's seed: --world_seed, else the run's (saved in run.json
-    once the run exists), else --seed, else the recipe's default."""
+    """The run's seed (run.json), else --seed, else the recipe's default."""
     from keras_structattn.training.run_folder import RunFolder
 
-    if args.world_seed is not None:
-        return args.world_seed
     saved = RunFolder(args.output_dir).settings()
     if saved is not None:
         return saved["seed"]
@@ -63,32 +59,20 @@ def _world_seed(args, default_seed):
 
 
 def ensure_world(args, *, tasks, default_seed, write_extras=None):
-    """The Shapes world folder of the run (`DIR/shapes_world`), generated
-    with `tasks` ("captions", "vqa"...) if absent; `write_extras(world,
-    folder)` may write the recipe's own files (baselines) into it. A flag
-    left out takes the cached world's value; a `UsageError` refuses a world
-    of other sizes or seed."""
+    """The run's Shapes world folder, generated with `tasks` ("captions",
+    "vqa"...) if absent; `write_extras(world, folder)` may add the recipe's
+    files (baselines). A flag left out takes the cached world's value; a
+    `UsageError` refuses a world of other sizes or seed."""
     from keras_structattn.data.shapes_world import run_cache
 
     folder = folder_of(args)
-    given = {split: getattr(args, f"world_{split}") for split in ("train", "val", "test")}
-    wanted = {split: size if size is not None else args._world_sizes[split]
-              for split, size in given.items()}
-    wanted["seed"] = _world_seed(args, default_seed)
     bias = getattr(args, "world_bias", None)
-    if bias is not None:
-        bias = wanted["bias"] = canonical_bias(bias)
+    given = {split: getattr(args, f"world_{split}") for split in ("train", "val", "test")}
+    given.update(seed=args.world_seed, bias=None if bias is None else canonical_bias(bias))
+    given = {key: value for key, value in given.items() if value is not None}
     saved = run_cache.read_settings(folder)
     if saved is not None:
-        if args.world_seed is None:
-            # A run trained with --world_seed: later commands reuse its world.
-            wanted["seed"] = saved.get("seed")
-        for split, size in given.items():
-            if size is None:  # likewise for sizes left out
-                wanted[split] = saved.get(split)
-        if bias is None and "bias" in saved:
-            # Likewise for a world made with --world_bias.
-            wanted["bias"] = saved["bias"]
+        wanted = {**saved, **given}
         if saved != wanted:
             differences = ", ".join(f"{k} {wanted[k]} (cached: {saved.get(k)})"
                                     for k in wanted if saved.get(k) != wanted[k])
@@ -97,8 +81,10 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
                 "--world_* flags out or use a new --output_dir")
         print(f"[data] Shapes world: reusing {folder}")
         return folder
+    wanted = {**args._world_sizes, "seed": _world_seed(args, default_seed), **given}
     world = run_cache.write_world(folder, wanted, tasks, write_extras)
     sizes = ", ".join(f"{k} {v}" for k, v in wanted.items() if k not in ("seed", "bias"))
+    bias = wanted.get("bias")
     print(f"[data] Shapes world generated in {world.seconds:.0f} s ({sizes} images, seed "
           f"{wanted['seed']}{', bias ' + bias if bias else ''}) -> {folder}")
     return folder
