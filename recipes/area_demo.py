@@ -5,11 +5,12 @@ tokens, with several copies of token 0, is positive iff three of the zeros
 are adjacent (a *run*). Without positional embeddings, one layer of regular
 attention sees the tokens as a set and cannot beat the ~0.53 that counting
 zeros gives; area attention's spans are adjacent by construction, so it
-attends to the run as one area. The recipe trains the same small model with regular attention
-(`max_area_width=1`) and with area attention (`max_area_width=3`) and
-prints both test accuracies. Over seeds 0-4 (2 CPU cores, about a minute):
-regular 0.49-0.52 at every epoch up to 12; area at least 0.998 from epoch 3
-and 0.997-1.000 after the default 5 (with fewer than 3, the recipe warns).
+attends to the run as one area. The recipe trains the same small model
+with regular attention (`max_area_width=1`) and with area attention
+(`max_area_width=3`) and prints both test accuracies. Over seeds 0-4 (2
+CPU cores, about a minute): regular 0.49-0.52 at every epoch up to 12; area
+at least 0.998 from epoch 3 and 0.997-1.000 after the default 5 (with fewer
+than 3, the recipe warns).
 
 Usage:
     python -m recipes.area_demo [--epochs 5] [--seed 0] [--output_dir runs/area_demo]
