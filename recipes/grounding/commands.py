@@ -26,7 +26,7 @@ IOU_THRESHOLD = 0.5
 
 def run(args):
     """Runs `args.command`; returns what it returns."""
-    return GroundingTask(args, grounding.data_flags_given(args)).run()
+    return GroundingTask(args).run()
 
 
 def gt_boxes(split):
@@ -57,9 +57,7 @@ class GroundingTask(_vl.RegionTask):
     """Referring expressions: MUAN ranks the region proposals and refines
     the top one's box; correct at IoU > 0.5 with the referred box."""
 
-    MODEL_TYPE, WORLD_TASKS, ENCODED = "grounding", "refs", Encoded
-    RUN_DEFAULTS = grounding.RUN_DEFAULTS
-    WORLD_SETS, PAPER_SETS = grounding.WORLD_SETS, grounding.PAPER_SETS
+    RECIPE, MODEL_TYPE, WORLD_TASKS, ENCODED = grounding, "grounding", "refs", Encoded
     VOCAB_FILES = {"words": ("vocab.json", WordVocab.load)}
     TEXT_KEY, TEXT_LENGTH = "expression", "max_expression_length"
     ITEMS, DONE, PREDICTED = "expressions", "grounded", "boxes"

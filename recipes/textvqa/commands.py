@@ -32,9 +32,7 @@ BASELINES = {
 
 def run(args):
     """Runs `args.command`; returns what it returns."""
-    if args.command == "score":
-        return score(args)
-    return TextVQATask(args, textvqa.data_flags_given(args)).run()
+    return TextVQATask(args).run()
 
 
 def question_tokens(record):
@@ -46,9 +44,7 @@ class TextVQATask(_vl.Task):
     answer vocabulary or by copying an OCR token; TextVQA accuracy and
     ANLS."""
 
-    MODEL_TYPE, WORLD_TASKS = m4c_models.MODEL_TYPE, "textvqa"
-    RUN_DEFAULTS = textvqa.RUN_DEFAULTS
-    WORLD_SETS, PAPER_SETS = textvqa.WORLD_SETS, textvqa.PAPER_SETS
+    RECIPE, MODEL_TYPE, WORLD_TASKS = textvqa, m4c_models.MODEL_TYPE, "textvqa"
     VOCAB_FILES = {"words": ("question_vocab.json", WordVocab.load),
                    "answers": ("answer_vocab.txt", textvqa_data.AnswerWordVocab.from_file)}
     WITH_EPOCH = True  # one of a question's answer sequences drawn per epoch
@@ -216,20 +212,20 @@ class TextVQATask(_vl.Task):
                                                answer, copied, image)
         return picture, record.question_id, f"{record.question}\t{answer}"
 
-
-def score(args):
-    """Scores a results file with the TextVQA accuracy and ANLS."""
-    annotations = textvqa_metrics.read_textvqa_annotations(args.annotations)
-    results = textvqa_metrics.read_textvqa_results(
-        args.results, question_ids={a["question_id"] for a in annotations})
-    try:
-        scores = textvqa_metrics.evaluate_textvqa(annotations, results, anls_mode=args.anls)
-    except ValueError as error:  # the results do not cover the questions
-        raise ValueError(f"{args.results}: {error}") from None
-    if args.output:
-        textvqa_metrics.write_textvqa_scores_json(scores, args.output)
-        print(f"[score] accuracy, ANLS and per-question scores -> {args.output}")
-    _cli.emit(f"questions\t{len(annotations)}")
-    _cli.emit(f"accuracy\t{scores.accuracy:.4f}")
-    _cli.emit(f"anls\t{scores.anls:.4f}")
-    return scores
+    def score(self):
+        """Scores a results file with the TextVQA accuracy and ANLS."""
+        args = self.args
+        annotations = textvqa_metrics.read_textvqa_annotations(args.annotations)
+        results = textvqa_metrics.read_textvqa_results(
+            args.results, question_ids={a["question_id"] for a in annotations})
+        try:
+            scores = textvqa_metrics.evaluate_textvqa(annotations, results, anls_mode=args.anls)
+        except ValueError as error:  # the results do not cover the questions
+            raise ValueError(f"{args.results}: {error}") from None
+        if args.output:
+            textvqa_metrics.write_textvqa_scores_json(scores, args.output)
+            print(f"[score] accuracy, ANLS and per-question scores -> {args.output}")
+        _cli.emit(f"questions\t{len(annotations)}")
+        _cli.emit(f"accuracy\t{scores.accuracy:.4f}")
+        _cli.emit(f"anls\t{scores.anls:.4f}")
+        return scores
