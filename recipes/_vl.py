@@ -100,7 +100,7 @@ class Task:
             define a run, each but `seed` a flag of that name), `WORLD_SETS`
             and `PAPER_SETS` (`{model: hparams set}` of a new run on Shapes
             world / on real data; key None without --model) and
-            `data_flags_given(args)` (real data, not Shapes world).
+            `DATA_FLAGS` (the flags that name real data, not Shapes world).
         WORLD_TASKS: the Shapes world data the recipe reads.
         ARCHITECTURES: `{model: architecture}` where they differ.
         VOCAB_FILES: `{name: (file, read)}` of the run's vocabularies
@@ -127,11 +127,12 @@ class Task:
 
     def __init__(self, args):
         self.args = args
-        self.data_given = self.RECIPE.data_flags_given(args)
+        self.data_given = _cli.given(args, *self.RECIPE.DATA_FLAGS)
 
-    def run(self):
-        """Runs `args.command`; returns what it returns."""
-        return getattr(self, self.args.command)()
+    @classmethod
+    def run(cls, args):
+        """Runs `args.command` (the recipe's `commands.run`); returns what it returns."""
+        return getattr(cls(args), args.command)()
 
     def world_folder(self):
         """The Shapes world folder with the recipe's data (made if needed)."""
@@ -140,8 +141,6 @@ class Task:
 
     def output_file(self, name):
         return os.path.join(self.args.output_dir, name)
-
-    # -------------------------------------------------------- the run
 
     def resolve_run(self):
         """`(run folder, settings, hparams)`: an existing run's, else the
@@ -179,8 +178,7 @@ class Task:
     def prepare_run(self, run, settings, hparams, splits, resuming, write=True):
         """The `Trained` of a training run; a new run's files are committed
         once its model is built, by the chief only (`write`). `resuming`:
-        whether `resolve_run` found the run (so that a process that sees the
-        chief's new files appear builds the same run)."""
+        whether `resolve_run` found the run (the chief may have written it since)."""
         word_vectors = None
         if resuming:
             vocabs = self.read_vocabs(run)
@@ -257,8 +255,6 @@ class Task:
     def compile_args(self, hparams):
         """Hook: the loss, metrics, ... of `model.compile`."""
         return {}
-
-    # ---------------------------------------------------------- train
 
     def train_names(self):
         """Hook: the names of the training and validation splits."""
@@ -338,8 +334,7 @@ class Task:
 
             if validation is not None and replicas.strategy is not None:
                 ordered = validation
-                validation = restarting(
-                    lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
+                validation = restarting(lambda: iter(ordered), rebatch=True)
             _engine.fit(model, args, data, per_epoch=per_epoch, epochs=epochs,
                         total_steps=args.train_steps, validation=validation, replicas=replicas,
                         scores=scores)
@@ -358,8 +353,6 @@ class Task:
         print("[model] the newest checkpoint, on one device (a MirroredStrategy model would "
               "predict every batch on every replica)")
         return self.evaluate(None, splits)
-
-    # ------------------------------------------------------ predicting
 
     def predict_split(self, trained, split):
         """`decode`'s predictions of the records of `split`."""

@@ -24,11 +24,6 @@ BASELINE_NAME = "the biggest region proposal"
 IOU_THRESHOLD = 0.5
 
 
-def run(args):
-    """Runs `args.command`; returns what it returns."""
-    return GroundingTask(args).run()
-
-
 def gt_boxes(split):
     """The referred boxes of a split's expressions, normalised `[E, 4]`."""
     return np.stack([r.normalized_box() for r in split.records])
@@ -156,3 +151,6 @@ class GroundingTask(_vl.RegionTask):
         picture, iou = grounding_report.draw_expression(image, record, boxes[:n],
                                                         probabilities[:n], box)
         return picture, record.sent_id, f"{record.sentence}\tIoU {iou:.2f}"
+
+
+run = GroundingTask.run  # what `recipes._cli.recipe_main` calls

@@ -30,15 +30,6 @@ BASELINES = {
 }
 
 
-def run(args):
-    """Runs `args.command`; returns what it returns."""
-    return TextVQATask(args).run()
-
-
-def question_tokens(record):
-    return [t.lower() for t in record.question_tokens]
-
-
 class TextVQATask(_vl.Task):
     """TextVQA: M4C and SA-M4C decode the answer word by word, from the
     answer vocabulary or by copying an OCR token; TextVQA accuracy and
@@ -81,7 +72,7 @@ class TextVQATask(_vl.Task):
         return self.read_split("questions", self.args.imdb)
 
     def tokens(self, record):
-        return question_tokens(record)
+        return [t.lower() for t in record.question_tokens]
 
     def new_vocabs(self, splits, settings, hparams):
         """The training questions' words; --answer_vocab, else the training
@@ -99,16 +90,15 @@ class TextVQATask(_vl.Task):
 
     def new_hparams(self, splits, settings, hparams, vocabs):
         """A new run's hparams: the features' widths, fewer objects and
-        question words where the data has fewer (Shapes world: 8 shapes,
-        questions of at most 13 words: padding would only cost time), then
-        --hparams. --fasttext becomes a run setting."""
+        question words where the data has fewer (Shapes world: padding would
+        only cost time), then --hparams; --fasttext becomes a run setting."""
         train = splits["train"]
         settings["fasttext"] = self.args.fasttext
         fasttext_dim = (textvqa_features.OcrWordVectors(self.args.fasttext, []).dim
                         if self.args.fasttext else 0)
         objects, _, ocr = train.store.of(train.records[0])
         most = max(len(train.store.of(r)[0]) for r in train.records[:2000])
-        longest = max(len(question_tokens(r)) for r in train.records)
+        longest = max(len(self.tokens(r)) for r in train.records)
         fitted = [f"object_feature_dim={objects.shape[1]}",
                   f"ocr_feature_dim={fasttext_dim + PHOC_DIM + ocr.shape[1]}",
                   f"max_objects={min(hparams.max_objects, max(1, most))}",
@@ -131,7 +121,7 @@ class TextVQATask(_vl.Task):
             if tokens:
                 print(f"[data] {settings['fasttext']}: vectors for {len(word_vectors.rows)} "
                       f"of {len(set(tokens))} OCR token types (the others get zeros)")
-        questions = question_batch([question_tokens(r) for r in split.records],
+        questions = question_batch([self.tokens(r) for r in split.records],
                                    trained.vocabs["words"], hparams.max_question_length)
         return m4c_batches.M4CBatches(
             split.records, split.store, questions, trained.vocabs["answers"], hparams,
@@ -229,3 +219,6 @@ class TextVQATask(_vl.Task):
         _cli.emit(f"accuracy\t{scores.accuracy:.4f}")
         _cli.emit(f"anls\t{scores.anls:.4f}")
         return scores
+
+
+run = TextVQATask.run  # what `recipes._cli.recipe_main` calls

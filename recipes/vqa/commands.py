@@ -1,5 +1,5 @@
 """The commands of the VQA recipe (flags: `recipes.vqa`): `VQATask`, the
-hooks of `recipes._vl.Task`, and `score`. Status goes to stderr, results
+hooks of `recipes._vl.Task` and `score`. Status goes to stderr, results
 to stdout (`_cli.emit`).
 """
 
@@ -28,11 +28,6 @@ from recipes import _vl
 from recipes import vqa
 
 BASELINE_NAME = "the majority answer of the question's type in the training split"
-
-
-def run(args):
-    """Runs `args.command`; returns what it returns."""
-    return VQATask(args).run()
 
 
 class Encoded(_vl.RegionEncoded):
@@ -124,8 +119,7 @@ class VQATask(_vl.RegionTask):
             pass
         init = settings.get("dictionary_init") or vqa.RUN_DEFAULTS["dictionary_init"]
         start = time.time()
-        batches = (train_set.inputs(np.arange(b, min(len(train_set), b + 256)))
-                   for b in range(0, len(train_set), 256))
+        batches = feeding.OrderedBatches(len(train_set), 256, train_set.inputs)
         report = dictionaries.fit_dictionaries(model, batches, init=init, seed=settings["seed"])
         if not report:
             print("[dictionaries] uniform(0, 0.01) (--dictionary_init uniform: the paper's "
@@ -205,3 +199,6 @@ class VQATask(_vl.RegionTask):
         for line in vqa_report.accuracy_table({"accuracy": scores}, records):
             _cli.emit(line)
         return scores
+
+
+run = VQATask.run  # what `recipes._cli.recipe_main` calls
