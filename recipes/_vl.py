@@ -1,13 +1,10 @@
-"""What the vision-and-language recipes share (VQA, grounding, TextVQA):
-their commands written once (`Task`, subclassed by each recipe with its
-hooks; `RegionTask` for the models on region features), region batches,
-the epoch-based resumable training and its data-parallel form
-(`--distribute`, docs/distributed.md).
+"""The commands of the vision-and-language recipes (VQA, grounding, TextVQA)
+written once: `Task`, subclassed by each recipe with its hooks, and
+`RegionTask` for the models on region features; resumable, data-parallel
+training (`--distribute`, docs/distributed.md).
 """
 
 import collections
-import itertools
-import math
 import os
 import time
 
@@ -17,10 +14,11 @@ import numpy as np
 from keras_structattn.data import image_features
 from keras_structattn.data.feature_extraction import images_by_id
 from keras_structattn.data.shapes_world.run_cache import scene_images
-from keras_structattn.data.word_vectors import read_word_vectors as read_vectors
+from keras_structattn.data.word_vectors import embedding_matrix
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.tasks.vqa.vqa import question_batch
 from keras_structattn.training import checkpoints as checkpoints_lib
+from keras_structattn.training import feeding
 from keras_structattn.training.distribution import restarting
 from keras_structattn.training.history import history_from_csv
 from keras_structattn.training.run_folder import write_json
@@ -33,17 +31,17 @@ from recipes import _world
 from recipes._run import RunFolder
 
 CHECKPOINTS = "checkpoints"
-VALIDATION_LIMIT = 2000  # validation items per epoch (the first ones, in order)
 
 
 def global_batch_size(args, hparams, replicas):
-    """--batch_size, else the hparams' (with --hparams applied), checked to
-    split evenly over the replicas (a UsageError) before any data is read."""
+    """--batch_size, else the hparams' (--hparams applied), checked to split
+    over the replicas (a UsageError) before any data is read."""
     if args.batch_size:
-        _replicas.check_batch(replicas, args.batch_size)
-        return args.batch_size
-    batch_size = _cli.usage(hparams.parse, args.hparams).batch_size
-    _replicas.check_batch(replicas, batch_size, "hparams batch_size (--batch_size to change it)")
+        batch_size, flag = args.batch_size, "--batch_size"
+    else:
+        batch_size = _cli.usage(hparams.parse, args.hparams).batch_size
+        flag = "hparams batch_size (--batch_size to change it)"
+    _replicas.check_batch(replicas, batch_size, flag)
     return batch_size
 
 
@@ -56,119 +54,13 @@ def decay_epochs(hparams):
                               f"10,12; got {hparams.decay_epochs!r}") from None
 
 
-def read_word_vectors(path, vocab):
-    """The `[vocab_size, dim]` embedding of the words from a GloVe-format
-    file; the words it lacks get small random rows, counted."""
-    words = [vocab.id_to_word(i) for i in range(vocab.vocab_size)]
-    matrix, found = read_vectors(path, words)
-    missing = ~np.asarray(found)
-    rng = np.random.default_rng(0)
-    matrix[missing] = rng.normal(0.0, 0.1, (int(missing.sum()), matrix.shape[1]))
-    print(f"[data] word vectors {path}: {int(np.sum(found))} of {len(words)} "
-          f"words found ({matrix.shape[1]}-d); the others start random")
-    return matrix.astype("float32")
-
-
-def max_regions_of(store, wanted):
-    """`wanted`, or fewer when every image of an in-memory store has fewer
-    regions (Shapes world's 8: padding to 100 would only cost time). A
-    folder of files is not read through for this: it gets `wanted`."""
-    if not isinstance(store, image_features.ArrayFeatures):
-        return wanted
-    most = max((len(store.regions(i)[0]) for i in store.image_ids()), default=1)
-    return max(1, min(wanted, most))
-
-
-def epoch_batches(count, batch_size, seed, make_batch, start=0, with_epoch=False,
-                  replicas=None):
-    """Training batches of `make_batch(indices)` (`make_batch(indices,
-    epoch)` `with_epoch`: targets sampled anew each epoch), forever, from
-    step `start`: step `s` is batch `s % per_epoch` of epoch `s //
-    per_epoch`, each epoch a permutation of the `count` items drawn from
-    `(seed, epoch)` with the last incomplete batch dropped (as MCAN), so a
-    resumed run reads what an uninterrupted one would, on any number of
-    devices (`replicas`: see `feed`)."""
-    per_epoch = steps_per_epoch(count, batch_size)
-    order, order_epoch = None, None
-    for step in itertools.count(start):
-        epoch, offset = divmod(step, per_epoch)
-        if epoch != order_epoch:
-            order = np.random.default_rng([seed, epoch]).permutation(count)
-            order_epoch = epoch
-        rows = order[offset * batch_size:(offset + 1) * batch_size]
-        yield feed(replicas, make_batch, rows, *((epoch,) if with_epoch else ()))
-
-
-def steps_per_epoch(count, batch_size):
-    """Full batches per epoch (at least 1)."""
-    return max(1, count // batch_size)
-
-
-class OrderedBatches(keras.utils.PyDataset):
-    """Items `0..count-1` in order, in (global) batches of `make_batch(indices)`,
-    the last one short; `replicas`: see `feed`."""
-
-    def __init__(self, count, batch_size, make_batch, replicas=None):
-        super().__init__()
-        self.count, self.batch_size, self.make_batch = count, batch_size, make_batch
-        self.replicas = replicas
-
-    def __len__(self):
-        return math.ceil(self.count / self.batch_size)
-
-    def __getitem__(self, index):
-        begin = index * self.batch_size
-        rows = np.arange(begin, min(self.count, begin + self.batch_size))
-        return feed(self.replicas, self.make_batch, rows)
-
-
-def feed(replicas, make_batch, rows, *extra):
-    """`make_batch(rows, *extra)` as data-parallel `fit` takes it.
-
-    With several processes each makes only its block of the global batch
-    `rows` (`Replicas.local_rows`). Under TensorFlow's MirroredStrategy
-    bool arrays (the padding masks) are fed as float32 0/1: Keras (3.15)
-    averages the first batch over the replicas to build the model
-    symbolically, which TensorFlow's AddN refuses for bool; the models cast
-    their masks to bool.
-    """
-    if replicas is None:
-        return make_batch(rows, *extra)
-    batch = make_batch(replicas.local_rows(rows), *extra)
-    if replicas.strategy is not None:
-        batch = keras.tree.map_structure(
-            lambda a: a.astype("float32")
-            if isinstance(a, np.ndarray) and a.dtype == np.bool_ else a, batch)
-    return batch
-
-
-def validation_batches(count, batch_size, make_batch, replicas):
-    """The validation data of `fit` (an `OrderedBatches`, or None when no
-    item is left): the first `VALIDATION_LIMIT` of the `count` items, in
-    order, rounded down to a multiple of the replicas, said when it drops
-    some (data-parallel `fit` splits every batch, the last short one too:
-    JAX refuses a batch that does not divide)."""
-    wanted = min(count, VALIDATION_LIMIT)
-    used = wanted - wanted % replicas.num_replicas
-    if used < wanted:
-        print(f"[train] validation: {wanted - used} of {wanted} items left out, so that "
-              f"every batch splits over the {replicas.num_replicas} replicas")
-    if not used:
-        return None
-    return OrderedBatches(used, batch_size, make_batch, replicas)
-
-
-# ------------------------------------------------------- the task skeleton
-
-
 # A run's model, `{name: vocabulary}` of the task's `VOCAB_FILES`, settings
 # (run.json) and hparams.
 Trained = collections.namedtuple("Trained", "model vocabs settings hparams")
 
 
 class Split:
-    """One split: its name, records and their feature store (regions, or
-    TextVQA's `ImageFeatures`)."""
+    """A split's name, records and feature store (regions, or TextVQA's)."""
 
     def __init__(self, name, records, store):
         self.name, self.records, self.store = name, records, store
@@ -182,17 +74,12 @@ class Split:
 
 
 def with_features(name, records, problem, skip_invalid, items="questions"):
-    """The `records` of split `name` for which `problem(record)` (what is
-    wrong with its features, naming the file and the record) is None; the
-    first problem is a ValueError, or with `skip_invalid` the others are
-    counted."""
-    kept, problems = [], []
-    for record in records:
-        found = problem(record)
-        if found is None:
-            kept.append(record)
-        else:
-            problems.append(found)
+    """The `records` of split `name` whose `problem(record)` (what is wrong
+    with its features) is None; the first problem is a ValueError, or with
+    `skip_invalid` they are counted."""
+    found = [problem(record) for record in records]
+    kept = [record for record, error in zip(records, found) if error is None]
+    problems = [error for error in found if error is not None]
     if problems and not skip_invalid:
         raise ValueError(f"{problems[0]}; {len(problems)} {items} lack features "
                          "(--skip_invalid skips and counts them)")
@@ -209,10 +96,11 @@ class Task:
 
     Class attributes of a subclass:
         MODEL_TYPE: the `model_type` of the recipe's hparams sets.
-        RUN_DEFAULTS: the settings that define a run and their defaults
-            (each but `seed` a flag of that name).
-        WORLD_SETS, PAPER_SETS: `{model: hparams set}` of a new run on
-            Shapes world / on real data (key None without --model).
+        RECIPE: the recipe package: its `RUN_DEFAULTS` (the settings that
+            define a run, each but `seed` a flag of that name), `WORLD_SETS`
+            and `PAPER_SETS` (`{model: hparams set}` of a new run on Shapes
+            world / on real data; key None without --model) and
+            `DATA_FLAGS` (the flags that name real data, not Shapes world).
         WORLD_TASKS: the Shapes world data the recipe reads.
         ARCHITECTURES: `{model: architecture}` where they differ.
         VOCAB_FILES: `{name: (file, read)}` of the run's vocabularies
@@ -237,37 +125,36 @@ class Task:
     PICTURES = "attention"
     WITH_EPOCH = False
 
-    def __init__(self, args, data_given):
+    def __init__(self, args):
         self.args = args
-        self.data_given = data_given  # real data (not Shapes world)
+        self.data_given = _cli.given(args, *self.RECIPE.DATA_FLAGS)
 
-    def run(self):
-        """Runs `args.command`; returns what it returns."""
-        return getattr(self, self.args.command)()
+    @classmethod
+    def run(cls, args):
+        """Runs `args.command` (the recipe's `commands.run`); returns what it returns."""
+        return getattr(cls(args), args.command)()
 
     def world_folder(self):
         """The Shapes world folder with the recipe's data (made if needed)."""
         return _world.ensure_world(self.args, tasks=self.WORLD_TASKS,
-                                   default_seed=self.RUN_DEFAULTS["seed"])
+                                   default_seed=self.RECIPE.RUN_DEFAULTS["seed"])
 
     def output_file(self, name):
         return os.path.join(self.args.output_dir, name)
 
-    # -------------------------------------------------------- the run
-
     def resolve_run(self):
-        """`(run, settings, hparams)`: the run folder, its settings and
-        hparams (the saved ones for an existing run, else the set's with
-        `--hparams` checked but not yet applied); usage errors come out
+        """`(run folder, settings, hparams)`: an existing run's, else the
+        set's with `--hparams` checked, not applied; usage errors come out
         here, before any data is read."""
         args = self.args
         run = RunFolder(args.output_dir)
-        given = {k: getattr(args, k) for k in self.RUN_DEFAULTS if k != "seed"}
+        defaults = self.RECIPE.RUN_DEFAULTS
+        given = {k: getattr(args, k) for k in defaults if k != "seed"}
         if args.command == "train":
             given["seed"] = args.seed
-        settings = run.resolve_settings(given, self.RUN_DEFAULTS)
+        settings = run.resolve_settings(given, defaults)
         if not run.holds_run and settings.get("hparams_set") is None:
-            sets = self.PAPER_SETS if self.data_given else self.WORLD_SETS
+            sets = self.RECIPE.PAPER_SETS if self.data_given else self.RECIPE.WORLD_SETS
             settings["hparams_set"] = sets[settings.get("model")]
 
         def check_set(hparams):
@@ -289,11 +176,9 @@ class Task:
         """Hook: checks of the run's settings together (UsageError)."""
 
     def prepare_run(self, run, settings, hparams, splits, resuming, write=True):
-        """The `Trained` of a training run (vocabularies, hparams fitted to
-        the data, model built); a new run's files are committed once its
-        model is built, by the chief only (`write`). `resuming`: whether the
-        folder held the run when `resolve_run` read it (so that a process
-        that sees the chief's new files appear builds the same run)."""
+        """The `Trained` of a training run; a new run's files are committed
+        once its model is built, by the chief only (`write`). `resuming`:
+        whether `resolve_run` found the run (the chief may have written it since)."""
         word_vectors = None
         if resuming:
             vocabs = self.read_vocabs(run)
@@ -371,8 +256,6 @@ class Task:
         """Hook: the loss, metrics, ... of `model.compile`."""
         return {}
 
-    # ---------------------------------------------------------- train
-
     def train_names(self):
         """Hook: the names of the training and validation splits."""
         return "train", "val"
@@ -416,15 +299,15 @@ class Task:
             model, hparams = trained.model, trained.hparams
             epochs = args.epochs or hparams.epochs
             train_set = self.encode(splits[train_name], trained)
-            per_epoch = steps_per_epoch(len(train_set), batch_size)
+            per_epoch = feeding.steps_per_epoch(len(train_set), batch_size)
             self.compile(model, hparams, per_epoch, replicas)
             print(f"[model] {self.model_name(settings)}: {model.count_params():,} parameters")
             self.before_training(trained, train_set)
             validation = None
             if val_name:
                 val_set = self.encode(splits[val_name], trained)
-                validation = validation_batches(len(val_set), batch_size, val_set.batch,
-                                                replicas)
+                validation = feeding.validation_batches(len(val_set), batch_size,
+                                                        val_set.batch, replicas)
             print(f"[train] {len(train_set)} {self.ITEMS}, {per_epoch} batches of "
                   f"{batch_size} per epoch, {epochs} epochs")
             start = time.time()
@@ -440,9 +323,9 @@ class Task:
 
             def data(step):
                 def batches():
-                    return epoch_batches(len(train_set), batch_size, settings["seed"],
-                                         train_set.batch, start=step,
-                                         with_epoch=self.WITH_EPOCH, replicas=replicas)
+                    return feeding.epoch_batches(
+                        len(train_set), batch_size, settings["seed"], train_set.batch,
+                        start=step, with_epoch=self.WITH_EPOCH, replicas=replicas)
 
                 # Under MirroredStrategy: made anew for each of fit's
                 # iterators, and split evenly over the replicas.
@@ -451,8 +334,7 @@ class Task:
 
             if validation is not None and replicas.strategy is not None:
                 ordered = validation
-                validation = restarting(
-                    lambda: (ordered[i] for i in range(len(ordered))), rebatch=True)
+                validation = restarting(lambda: iter(ordered), rebatch=True)
             _engine.fit(model, args, data, per_epoch=per_epoch, epochs=epochs,
                         total_steps=args.train_steps, validation=validation, replicas=replicas,
                         scores=scores)
@@ -472,11 +354,8 @@ class Task:
               "predict every batch on every replica)")
         return self.evaluate(None, splits)
 
-    # ------------------------------------------------------ predicting
-
     def predict_split(self, trained, split):
-        """The predictions of every record of `split` (`decode`), in
-        batches of --predict_batch_size."""
+        """`decode`'s predictions of the records of `split`."""
         encoded = self.encode(split, trained)
         size = self.args.predict_batch_size
         predicted = []
@@ -571,8 +450,7 @@ class Task:
 
 
 class RegionEncoded:
-    """A split as the inputs of a region model: the texts' word ids, the
-    images' regions read per batch."""
+    """A split as a region model's inputs: word ids, regions read per batch."""
 
     def __init__(self, task, split, trained):
         self.split, self.trained, self.hparams = split, trained, trained.hparams
@@ -597,16 +475,20 @@ class RegionTask(Task):
     fitted to the regions and --word_vectors, MCAN's optimiser."""
 
     def new_hparams(self, splits, settings, hparams, vocabs):
-        """A new run's hparams: the set's fitted to the data (the regions,
-        the word vectors' width), then --hparams; the features' width last
-        (the data fixes it). Returns `(hparams, word_vectors or None)`."""
-        store = splits[self.train_names()[0]].store
+        """`(hparams, word_vectors or None)` of a new run: the set's fitted
+        to the regions and word vectors, then --hparams, then the features'
+        width (the data fixes it)."""
+        args, store = self.args, splits[self.train_names()[0]].store
         word_vectors = None
-        fitted = [f"max_regions={max_regions_of(store, hparams.max_regions)}"]
-        if self.args.word_vectors:
-            word_vectors = read_word_vectors(self.args.word_vectors, vocabs["words"])
+        fitted = [f"max_regions={image_features.fitted_max_regions(store, hparams.max_regions)}"]
+        if args.word_vectors:
+            vocab = vocabs["words"]
+            words = [vocab.id_to_word(i) for i in range(vocab.vocab_size)]
+            word_vectors, found = embedding_matrix(args.word_vectors, words)
+            print(f"[data] word vectors {args.word_vectors}: {int(found.sum())} of {len(words)} "
+                  f"words found ({word_vectors.shape[1]}-d); the others start random")
             fitted.append(f"word_dim={word_vectors.shape[1]}")
-        hparams = _cli.usage(hparams.parse(",".join(fitted)).parse, self.args.hparams)
+        hparams = _cli.usage(hparams.parse(",".join(fitted)).parse, args.hparams)
         decay_epochs(hparams)  # checked before the run is written
         return hparams.parse(f"feature_dim={int(store.feature_dim)}"), word_vectors
 

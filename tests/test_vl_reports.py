@@ -8,6 +8,7 @@ import pytest
 from keras_structattn.metrics import evaluate_vqa
 from keras_structattn.metrics.textvqa import evaluate_textvqa
 from keras_structattn.tasks.grounding import refcoco
+from keras_structattn.tasks.grounding import report as grounding_report
 from keras_structattn.tasks.textvqa import report as textvqa_report
 from keras_structattn.tasks.textvqa.textvqa import TextVQARecord
 from keras_structattn.tasks.vqa import report as vqa_report
@@ -100,6 +101,23 @@ def test_pixel_xywh_and_biggest_boxes():
     boxes = [np.array([[0, 0, 0.5, 0.5], [0, 0, 1, 0.6]]), np.array([[0.2, 0.2, 0.3, 0.3]])]
     np.testing.assert_allclose(refcoco.biggest_boxes(boxes),
                                [[0, 0, 1, 0.6], [0.2, 0.2, 0.3, 0.3]])
+
+
+def test_grounding_summary_table_and_picture():
+    referred = np.array([[0, 0, 0.5, 0.5], [0.5, 0.5, 1, 1]])
+    predicted = np.array([[0, 0, 0.5, 0.5], [0, 0, 0.2, 0.2]])
+    proposals = [np.array([[0, 0, 0.5, 0.5], [0, 0, 0.1, 0.1]]), np.array([[0, 0, 1, 1]])]
+    summary, correct = grounding_report.score_summary(predicted, referred, proposals)
+    assert summary == {"expressions": 2, "accuracy": 50.0, "baseline": 50.0}
+    assert correct.tolist() == [True, False]
+    assert grounding_report.score_table("val", summary)[1].split() == ["val", "2", "50.00",
+                                                                        "50.00"]
+    record = refcoco.RefExpression(1, 2, 3, "val", ["a"], "a", (0, 0, 50, 100), (100, 200),
+                                   4, 5)
+    picture, iou = grounding_report.draw_expression(
+        np.zeros((20, 10, 3), np.uint8), record, proposals[0], np.array([0.9, 0.1]),
+        predicted[0])
+    assert iou == pytest.approx(1.0) and picture.mode == "RGB"
 
 
 def test_soft_accuracy_is_the_target_of_the_top_answer():

@@ -768,3 +768,24 @@ def region_batch(store, image_ids, max_regions=None, *, counts=None):
              "dropped_regions": dropped}
         )
     return features, boxes, mask
+
+
+def fitted_max_regions(store, wanted):
+    """A `max_regions` for `region_batch`: `wanted`, or fewer when less is needed.
+
+    When every image of an in-memory store (`ArrayFeatures`) has fewer
+    regions than `wanted` (e.g. Shapes world's 8), padding to `wanted`
+    would only cost time. A folder of files is not read through for this.
+
+    Args:
+        store: a regions `FeatureStore`.
+        wanted: the positive int wanted.
+
+    Returns:
+        `wanted`, or the most regions of an image of an in-memory store
+        (at least 1) when that is fewer.
+    """
+    if not isinstance(store, ArrayFeatures):
+        return wanted
+    most = max((len(store.regions(i)[0]) for i in store.image_ids()), default=1)
+    return max(1, min(wanted, most))

@@ -134,3 +134,24 @@ def _is_float(text):
     except ValueError:
         return False
     return True
+
+
+def embedding_matrix(path, words, *, stddev=0.1, seed=0):
+    """The initial embedding of `words`: their vectors, random rows for the others.
+
+    Args:
+        path: a GloVe / word2vec text file (`read_word_vectors`).
+        words: the words of the embedding's rows, in id order.
+        stddev: the standard deviation of the normal rows of the words the
+            file lacks (keyword-only).
+        seed: the seed of those rows (keyword-only).
+
+    Returns:
+        `(matrix, found)`: float32 `[len(words), dim]`, and bool
+        `[len(words)]`, True for the rows read from the file.
+    """
+    matrix, found = read_word_vectors(path, words)
+    missing = ~found
+    rng = np.random.default_rng(seed)
+    matrix[missing] = rng.normal(0.0, stddev, (int(missing.sum()), matrix.shape[1]))
+    return matrix.astype("float32"), found

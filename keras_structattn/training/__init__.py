@@ -8,6 +8,7 @@ Modules:
     schedules: learning-rate schedules (`WarmupRsqrtDecay`, ...).
     losses: losses for sequence models with padding.
     distribution: data-parallel training on Keras' own engines.
+    feeding: resumable epochs of indexed data, fed to data-parallel `fit`.
     run_folder: a run's files (settings, averaged weights), written whole.
     curves: learning curves drawn from the history CSVs (matplotlib).
     self_critical: self-critical sequence training (SCST) of captioners.

@@ -24,6 +24,7 @@ from recipes import _cli
 from recipes import _world
 
 COMMANDS = ("train", "evaluate", "predict", "visualize")
+DATA_FLAGS = ("refs", "instances")  # without them: Shapes world
 RUN_DEFAULTS = dict(hparams_set=None, seed=1, target="iou", iou_threshold=0.5)
 # The hparams set of a new run on Shapes world / real data (no --model: key None).
 WORLD_SETS, PAPER_SETS = {None: "muan_grounding_tiny"}, {None: "muan_grounding_base"}
@@ -61,11 +62,6 @@ def build_parser():
     _world.add_world_flags(data)
 
     return parser
-
-
-def data_flags_given(args):
-    """True when the command names real data (not the Shapes world default)."""
-    return _cli.given(args, "refs", "instances")
 
 
 def check_args(args):

@@ -11,9 +11,9 @@ import numpy as np
 
 from keras_structattn.data.shapes_world.writers import features_path
 from keras_structattn.data.word_vocab import WordVocab
-from keras_structattn.tasks import attention_maps
 from keras_structattn.tasks.grounding import heads as grounding_heads
 from keras_structattn.tasks.grounding import refcoco
+from keras_structattn.tasks.grounding import report as grounding_report
 from keras_structattn.tasks.vqa.vqa import records_report
 from keras_structattn.training.run_folder import write_json
 from models.vqa.muan import MUANGrounding
@@ -22,11 +22,6 @@ from recipes import grounding
 
 BASELINE_NAME = "the biggest region proposal"
 IOU_THRESHOLD = 0.5
-
-
-def run(args):
-    """Runs `args.command`; returns what it returns."""
-    return GroundingTask(args, grounding.data_flags_given(args)).run()
 
 
 def gt_boxes(split):
@@ -57,9 +52,7 @@ class GroundingTask(_vl.RegionTask):
     """Referring expressions: MUAN ranks the region proposals and refines
     the top one's box; correct at IoU > 0.5 with the referred box."""
 
-    MODEL_TYPE, WORLD_TASKS, ENCODED = "grounding", "refs", Encoded
-    RUN_DEFAULTS = grounding.RUN_DEFAULTS
-    WORLD_SETS, PAPER_SETS = grounding.WORLD_SETS, grounding.PAPER_SETS
+    RECIPE, MODEL_TYPE, WORLD_TASKS, ENCODED = grounding, "grounding", "refs", Encoded
     VOCAB_FILES = {"words": ("vocab.json", WordVocab.load)}
     TEXT_KEY, TEXT_LENGTH = "expression", "max_expression_length"
     ITEMS, DONE, PREDICTED = "expressions", "grounded", "boxes"
@@ -139,35 +132,25 @@ class GroundingTask(_vl.RegionTask):
 
     def report(self, split, splits, predicted, trained):
         """Accuracy (IoU > 0.5 with the referred box) next to the
-        biggest-proposal baseline: `{"accuracy": %, "baseline": %,
-        "expressions": count}`."""
-        boxes = np.stack([box for box, _ in predicted])
-        accuracy, correct = refcoco.grounding_accuracy(boxes, gt_boxes(split), IOU_THRESHOLD)
-        biggest = refcoco.biggest_boxes([split.store.regions(r.image_id)[1]
-                                         for r in split.records])
-        baseline, _ = refcoco.grounding_accuracy(biggest, gt_boxes(split), IOU_THRESHOLD)
+        biggest-proposal baseline (`grounding_report.score_summary`)."""
+        summary, correct = grounding_report.score_summary(
+            np.stack([box for box, _ in predicted]), gt_boxes(split),
+            [split.store.regions(r.image_id)[1] for r in split.records], IOU_THRESHOLD)
         results = [dict(result, correct=bool(ok))
                    for result, ok in zip(self.results(split, predicted), correct)]
-        summary = {"expressions": len(split), "accuracy": 100.0 * float(accuracy),
-                   "baseline": 100.0 * float(baseline)}
         write_json(self.output_file(f"{self.args.split}_scores.json"), summary)
         print(f"[eval] baseline: {BASELINE_NAME}")
-        return results, summary, [
-            f"{'split':10s} {'expressions':>11s} {'model':>9s} {'baseline':>9s}",
-            f"{self.args.split:10s} {len(split):11d} {summary['accuracy']:9.2f} "
-            f"{summary['baseline']:9.2f}"]
+        return results, summary, grounding_report.score_table(self.args.split, summary)
 
     def draw(self, trained, encoded, k, prediction, image):
-        """The proposals shaded by the model's ranking probability, the
-        predicted box outlined in red and the referred box in green."""
+        """`grounding_report.draw_expression` of the model's proposals."""
         record = encoded.split.records[k]
         box, probabilities = prediction
         _, boxes = encoded.split.store.regions(record.image_id)
         n = min(len(boxes), trained.hparams.max_regions)
-        referred = record.normalized_box()
-        iou = float(refcoco.box_iou(box[None], referred[None])[0, 0])
-        picture = attention_maps.draw_region_weights(
-            image, boxes[:n], probabilities[:n],
-            title=[record.sentence, f"IoU {iou:.2f} (red: predicted, green: referred)"],
-            outlines=[(referred, attention_maps.TARGET_OUTLINE), (box, attention_maps.OUTLINE)])
+        picture, iou = grounding_report.draw_expression(image, record, boxes[:n],
+                                                        probabilities[:n], box)
         return picture, record.sent_id, f"{record.sentence}\tIoU {iou:.2f}"
+
+
+run = GroundingTask.run  # what `recipes._cli.recipe_main` calls

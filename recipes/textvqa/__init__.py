@@ -28,6 +28,7 @@ from recipes import _world
 MODELS = ("m4c", "sa_m4c")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
 SPLITS = ("train", "val", "test")
+DATA_FLAGS = tuple(f"imdb_{s}" for s in SPLITS)  # without them: Shapes world
 RUN_DEFAULTS = dict(model="m4c", graph="spatial", hparams_set=None, seed=1)
 WORLD_SETS = {"m4c": "m4c_tiny", "sa_m4c": "sa_m4c_tiny"}
 PAPER_SETS = {"m4c": "m4c_base", "sa_m4c": "sa_m4c_base"}
@@ -76,23 +77,17 @@ def build_parser():
     return parser
 
 
-def data_flags_given(args):
-    """True when the command names real data (not the Shapes world default)."""
-    return _cli.given(args, *(f"imdb_{s}" for s in SPLITS))
-
-
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
-    if args.command == "score":
-        _cli.refuse((not (args.annotations and args.results),
-                     "score needs --annotations and --results"))
-        return
+    score = args.command == "score"  # reads no run and no features
     _cli.refuse(
+        (score and not (args.annotations and args.results),
+         "score needs --annotations and --results"),
         (args.command == "predict" and not args.imdb,
          "predict needs --imdb (the questions' mmf imdb)"),
-        (args.graph is not None and args.model == "m4c",
+        (not score and args.graph is not None and args.model == "m4c",
          "--graph is for --model sa_m4c (M4C has no relation graph)"),
-        (bool(args.object_features) != bool(args.ocr_features),
+        (not score and bool(args.object_features) != bool(args.ocr_features),
          "give --object_features and --ocr_features together"))
 
 

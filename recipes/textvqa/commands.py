@@ -30,25 +30,12 @@ BASELINES = {
 }
 
 
-def run(args):
-    """Runs `args.command`; returns what it returns."""
-    if args.command == "score":
-        return score(args)
-    return TextVQATask(args, textvqa.data_flags_given(args)).run()
-
-
-def question_tokens(record):
-    return [t.lower() for t in record.question_tokens]
-
-
 class TextVQATask(_vl.Task):
     """TextVQA: M4C and SA-M4C decode the answer word by word, from the
     answer vocabulary or by copying an OCR token; TextVQA accuracy and
     ANLS."""
 
-    MODEL_TYPE, WORLD_TASKS = m4c_models.MODEL_TYPE, "textvqa"
-    RUN_DEFAULTS = textvqa.RUN_DEFAULTS
-    WORLD_SETS, PAPER_SETS = textvqa.WORLD_SETS, textvqa.PAPER_SETS
+    RECIPE, MODEL_TYPE, WORLD_TASKS = textvqa, m4c_models.MODEL_TYPE, "textvqa"
     VOCAB_FILES = {"words": ("question_vocab.json", WordVocab.load),
                    "answers": ("answer_vocab.txt", textvqa_data.AnswerWordVocab.from_file)}
     WITH_EPOCH = True  # one of a question's answer sequences drawn per epoch
@@ -85,7 +72,7 @@ class TextVQATask(_vl.Task):
         return self.read_split("questions", self.args.imdb)
 
     def tokens(self, record):
-        return question_tokens(record)
+        return [t.lower() for t in record.question_tokens]
 
     def new_vocabs(self, splits, settings, hparams):
         """The training questions' words; --answer_vocab, else the training
@@ -103,16 +90,15 @@ class TextVQATask(_vl.Task):
 
     def new_hparams(self, splits, settings, hparams, vocabs):
         """A new run's hparams: the features' widths, fewer objects and
-        question words where the data has fewer (Shapes world: 8 shapes,
-        questions of at most 13 words: padding would only cost time), then
-        --hparams. --fasttext becomes a run setting."""
+        question words where the data has fewer (Shapes world: padding would
+        only cost time), then --hparams; --fasttext becomes a run setting."""
         train = splits["train"]
         settings["fasttext"] = self.args.fasttext
         fasttext_dim = (textvqa_features.OcrWordVectors(self.args.fasttext, []).dim
                         if self.args.fasttext else 0)
         objects, _, ocr = train.store.of(train.records[0])
         most = max(len(train.store.of(r)[0]) for r in train.records[:2000])
-        longest = max(len(question_tokens(r)) for r in train.records)
+        longest = max(len(self.tokens(r)) for r in train.records)
         fitted = [f"object_feature_dim={objects.shape[1]}",
                   f"ocr_feature_dim={fasttext_dim + PHOC_DIM + ocr.shape[1]}",
                   f"max_objects={min(hparams.max_objects, max(1, most))}",
@@ -135,7 +121,7 @@ class TextVQATask(_vl.Task):
             if tokens:
                 print(f"[data] {settings['fasttext']}: vectors for {len(word_vectors.rows)} "
                       f"of {len(set(tokens))} OCR token types (the others get zeros)")
-        questions = question_batch([question_tokens(r) for r in split.records],
+        questions = question_batch([self.tokens(r) for r in split.records],
                                    trained.vocabs["words"], hparams.max_question_length)
         return m4c_batches.M4CBatches(
             split.records, split.store, questions, trained.vocabs["answers"], hparams,
@@ -216,20 +202,23 @@ class TextVQATask(_vl.Task):
                                                answer, copied, image)
         return picture, record.question_id, f"{record.question}\t{answer}"
 
+    def score(self):
+        """Scores a results file with the TextVQA accuracy and ANLS."""
+        args = self.args
+        annotations = textvqa_metrics.read_textvqa_annotations(args.annotations)
+        results = textvqa_metrics.read_textvqa_results(
+            args.results, question_ids={a["question_id"] for a in annotations})
+        try:
+            scores = textvqa_metrics.evaluate_textvqa(annotations, results, anls_mode=args.anls)
+        except ValueError as error:  # the results do not cover the questions
+            raise ValueError(f"{args.results}: {error}") from None
+        if args.output:
+            textvqa_metrics.write_textvqa_scores_json(scores, args.output)
+            print(f"[score] accuracy, ANLS and per-question scores -> {args.output}")
+        _cli.emit(f"questions\t{len(annotations)}")
+        _cli.emit(f"accuracy\t{scores.accuracy:.4f}")
+        _cli.emit(f"anls\t{scores.anls:.4f}")
+        return scores
 
-def score(args):
-    """Scores a results file with the TextVQA accuracy and ANLS."""
-    annotations = textvqa_metrics.read_textvqa_annotations(args.annotations)
-    results = textvqa_metrics.read_textvqa_results(
-        args.results, question_ids={a["question_id"] for a in annotations})
-    try:
-        scores = textvqa_metrics.evaluate_textvqa(annotations, results, anls_mode=args.anls)
-    except ValueError as error:  # the results do not cover the questions
-        raise ValueError(f"{args.results}: {error}") from None
-    if args.output:
-        textvqa_metrics.write_textvqa_scores_json(scores, args.output)
-        print(f"[score] accuracy, ANLS and per-question scores -> {args.output}")
-    _cli.emit(f"questions\t{len(annotations)}")
-    _cli.emit(f"accuracy\t{scores.accuracy:.4f}")
-    _cli.emit(f"anls\t{scores.anls:.4f}")
-    return scores
+
+run = TextVQATask.run  # what `recipes._cli.recipe_main` calls

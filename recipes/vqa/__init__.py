@@ -26,6 +26,7 @@ from recipes import _world
 MODELS = ("mcan", "mcan_pa", "muan", "catt", "transformer")
 COMMANDS = ("train", "evaluate", "predict", "score", "visualize")
 SPLITS = ("train", "val", "test")
+DATA_FLAGS = tuple(f"questions_{s}" for s in SPLITS)  # without them: Shapes world
 # The settings that define a run (saved in run.json, checked on resume).
 RUN_DEFAULTS = dict(model="mcan", hparams_set=None, seed=1, min_answer_count=9,
                     dictionary_init="kmeans")
@@ -83,11 +84,6 @@ def build_parser():
     return parser
 
 
-def data_flags_given(args):
-    """True when the command names real data (not the Shapes world default)."""
-    return _cli.given(args, *(f"questions_{s}" for s in SPLITS))
-
-
 def check_args(args):
     """Checks of flags that go together; raises `_cli.UsageError`."""
     features = _cli.given(args, "features", *(f"{s}_features" for s in SPLITS))
@@ -102,7 +98,7 @@ def check_args(args):
         (args.command == "predict" and not (args.questions and features),
          "predict needs --questions (VQA v2 questions JSON) and --features (their region "
          "features)"),
-        (not score and data_flags_given(args) and not features,
+        (not score and _cli.given(args, *DATA_FLAGS) and not features,
          "real questions need their region features: give --features"))
 
 

@@ -1,5 +1,5 @@
 """The commands of the VQA recipe (flags: `recipes.vqa`): `VQATask`, the
-hooks of `recipes._vl.Task`, and `score`. Status goes to stderr, results
+hooks of `recipes._vl.Task` and `score`. Status goes to stderr, results
 to stdout (`_cli.emit`).
 """
 
@@ -18,6 +18,7 @@ from keras_structattn.tasks.vqa import report as vqa_report
 from keras_structattn.tasks.vqa import vqa as vqa_data
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import dictionaries
+from keras_structattn.training import feeding
 from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
 from keras_structattn.training.losses import soft_accuracy
 from keras_structattn.training.run_folder import write_json
@@ -27,13 +28,6 @@ from recipes import _vl
 from recipes import vqa
 
 BASELINE_NAME = "the majority answer of the question's type in the training split"
-
-
-def run(args):
-    """Runs `args.command`; returns what it returns."""
-    if args.command == "score":
-        return score(args)
-    return VQATask(args, vqa.data_flags_given(args)).run()
 
 
 class Encoded(_vl.RegionEncoded):
@@ -49,9 +43,8 @@ class VQATask(_vl.RegionTask):
     """VQA v2: MCAN, MCAN+PA, MUAN and Transformer(+CATT) answering from a
     fixed answer vocabulary (soft scores as MCAN), official accuracy."""
 
-    MODEL_TYPE, WORLD_TASKS, ENCODED = "vqa", "vqa", Encoded
-    RUN_DEFAULTS, ARCHITECTURES = vqa.RUN_DEFAULTS, vqa.ARCHITECTURES
-    WORLD_SETS, PAPER_SETS = vqa.WORLD_SETS, vqa.PAPER_SETS
+    RECIPE, MODEL_TYPE, WORLD_TASKS, ENCODED = vqa, "vqa", "vqa", Encoded
+    ARCHITECTURES = vqa.ARCHITECTURES
     VOCAB_FILES = {"words": ("question_vocab.json", WordVocab.load),
                    "answers": ("answers.json", vqa_data.AnswerVocab.load)}
     TEXT_KEY, TEXT_LENGTH = "question", "max_question_length"
@@ -126,8 +119,7 @@ class VQATask(_vl.RegionTask):
             pass
         init = settings.get("dictionary_init") or vqa.RUN_DEFAULTS["dictionary_init"]
         start = time.time()
-        batches = (train_set.inputs(np.arange(b, min(len(train_set), b + 256)))
-                   for b in range(0, len(train_set), 256))
+        batches = feeding.OrderedBatches(len(train_set), 256, train_set.inputs)
         report = dictionaries.fit_dictionaries(model, batches, init=init, seed=settings["seed"])
         if not report:
             print("[dictionaries] uniform(0, 0.01) (--dictionary_init uniform: the paper's "
@@ -142,7 +134,7 @@ class VQATask(_vl.RegionTask):
         return [trained.vocabs["answers"].answer(int(i)) for i in logits.argmax(-1)]
 
     def accuracy(self, trained, split):
-        chosen = split.head(_vl.VALIDATION_LIMIT)
+        chosen = split.head(feeding.VALIDATION_LIMIT)
         return evaluate_vqa(vqa_report.official_annotations(chosen.records),
                             self.results(chosen, self.predict_split(trained, chosen))).overall
 
@@ -188,22 +180,25 @@ class VQATask(_vl.RegionTask):
                                          answer, trained.hparams.max_question_length, image)
         return picture, record.question_id, f"{record.question}\t{answer}"
 
+    def score(self):
+        """Scores a VQA results file with the official VQA accuracy."""
+        args = self.args
+        records, report = vqa_data.read_vqa(args.questions, args.annotations)
+        print(f"[score] {vqa_data.records_report(report)}")
+        results = vqa_data.read_vqa_results(args.results,
+                                            question_ids={r.question_id for r in records})
+        try:
+            scores = evaluate_vqa(vqa_report.official_annotations(records), results,
+                                  normalization=args.normalization)
+        except ValueError as error:  # the results do not cover the questions
+            raise ValueError(f"{args.results}: {error}") from None
+        if args.output:
+            write_vqa_scores_json(scores, args.output)
+            print(f"[score] overall, per answer type, per question type and per question "
+                  f"-> {args.output}")
+        for line in vqa_report.accuracy_table({"accuracy": scores}, records):
+            _cli.emit(line)
+        return scores
 
-def score(args):
-    """Scores a VQA results file with the official VQA accuracy."""
-    records, report = vqa_data.read_vqa(args.questions, args.annotations)
-    print(f"[score] {vqa_data.records_report(report)}")
-    results = vqa_data.read_vqa_results(args.results,
-                                        question_ids={r.question_id for r in records})
-    try:
-        scores = evaluate_vqa(vqa_report.official_annotations(records), results,
-                              normalization=args.normalization)
-    except ValueError as error:  # the results do not cover the questions
-        raise ValueError(f"{args.results}: {error}") from None
-    if args.output:
-        write_vqa_scores_json(scores, args.output)
-        print(f"[score] overall, per answer type, per question type and per question "
-              f"-> {args.output}")
-    for line in vqa_report.accuracy_table({"accuracy": scores}, records):
-        _cli.emit(line)
-    return scores
+
+run = VQATask.run  # what `recipes._cli.recipe_main` calls

@@ -15,6 +15,7 @@ from keras_structattn.data import shapes_world as sw
 from keras_structattn.data.image_features import ArrayFeatures
 from keras_structattn.data.image_features import FolderFeatures
 from keras_structattn.data.image_features import Hdf5ImageDatasets
+from keras_structattn.data.image_features import fitted_max_regions
 from keras_structattn.data.image_features import grid_batch
 from keras_structattn.data.image_features import open_features
 from keras_structattn.data.image_features import region_batch
@@ -315,3 +316,17 @@ def test_select_images(shapes_world_features):
     assert len(kept) == 2 and skipped == 0
     with pytest.raises(ValueError, match="missing"):
         select_images(store, records, missing="drop")
+
+
+def test_fitted_max_regions_reads_only_in_memory_stores(tmp_path):
+    items = region_items()
+    for i, (f, b, (w, h)) in items.items():
+        np.savez(tmp_path / f"{i}.npz", features=f, boxes=b, image_w=w, image_h=h)
+    assert fitted_max_regions(open_features(tmp_path), 100) == 100  # a folder: not read
+    ids = list(items)
+    np.savez(tmp_path / "stacked.npz", image_ids=np.array(ids),
+             features=np.zeros((3, 9, 6), np.float32), boxes=np.zeros((3, 9, 4), np.float32),
+             num_boxes=np.array([len(items[i][0]) for i in ids]),
+             image_w=np.full(3, 100.0), image_h=np.full(3, 100.0))
+    with open_features(tmp_path / "stacked.npz") as store:
+        assert [fitted_max_regions(store, n) for n in (100, 5)] == [9, 5]

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from keras_structattn.data.word_vectors import embedding_matrix
 from keras_structattn.data.word_vectors import read_word_vectors
 
 LINES = [
@@ -53,3 +54,12 @@ def test_unwanted_lines_are_not_parsed(tmp_path):
     path = _write(tmp_path, ["the 0.1 0.2 0.3", "odd 1 x 3"])
     matrix, found = read_word_vectors(path, ["the"])
     assert found.tolist() == [True] and matrix.shape == (1, 3)
+
+
+def test_embedding_matrix_gives_the_missing_words_seeded_random_rows(tmp_path):
+    path = _write(tmp_path, LINES)
+    matrix, found = embedding_matrix(path, ["cat", "zebra", "the"])
+    assert matrix.dtype == np.float32 and found.tolist() == [True, False, True]
+    np.testing.assert_allclose(matrix[[0, 2]], [[1, 2, 3], [0.1, 0.2, 0.3]], rtol=1e-6)
+    assert np.all(matrix[1] != 0) and np.all(np.abs(matrix[1]) < 1)
+    np.testing.assert_array_equal(matrix, embedding_matrix(path, ["cat", "zebra", "the"])[0])

@@ -26,9 +26,9 @@ import textwrap
 import numpy as np
 import pytest
 
+from keras_structattn.training import feeding
 from keras_structattn.training.distribution import Replicas
 from recipes import _cli
-from recipes import _vl
 from recipes import grounding
 from recipes import textvqa
 from recipes import vqa
@@ -192,7 +192,7 @@ def test_processes_feed_their_blocks_and_validation_splits_evenly(capsys):
     multiple of the replicas, the rest counted; under MirroredStrategy the
     bool masks are fed as float32 (Keras averages a batch over replicas)."""
     def batches(replicas):
-        stream = _vl.epoch_batches(10, 4, 1, lambda rows, epoch: (rows, epoch), start=1,
+        stream = feeding.epoch_batches(10, 4, 1, lambda rows, epoch: (rows, epoch), start=1,
                                    with_epoch=True, replicas=replicas)
         return [next(stream) for _ in range(3)]
 
@@ -204,18 +204,18 @@ def test_processes_feed_their_blocks_and_validation_splits_evenly(capsys):
             np.concatenate([halves[0][step][0], halves[1][step][0]]), rows)
     assert [e for _, e in one] == [0, 1, 1]  # 2 batches an epoch, from step 1
 
-    ordered = _vl.validation_batches(11, 4, lambda rows: rows, Replicas(2))
+    ordered = feeding.validation_batches(11, 4, lambda rows: rows, Replicas(2))
     assert [list(ordered[i]) for i in range(len(ordered))] == [
         [0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert "validation: 1 of 11 items left out" in capsys.readouterr().out
-    assert _vl.validation_batches(1, 4, lambda rows: rows, Replicas(2)) is None
+    assert feeding.validation_batches(1, 4, lambda rows: rows, Replicas(2)) is None
 
     mask = np.array([True, False])
-    inputs, target = _vl.feed(Replicas(2, strategy=object()),
+    inputs, target = feeding.feed(Replicas(2, strategy=object()),
                               lambda rows: ({"mask": mask[rows]}, rows), np.arange(2))
     assert inputs["mask"].dtype == np.float32 and list(inputs["mask"]) == [1.0, 0.0]
     assert target.dtype == np.arange(2).dtype
-    assert _vl.feed(Replicas(2), lambda rows: mask[rows], np.arange(2)).dtype == bool
+    assert feeding.feed(Replicas(2), lambda rows: mask[rows], np.arange(2)).dtype == bool
 
 
 def test_jax_two_devices_resumed_end_at_the_one_device_weights(runs):

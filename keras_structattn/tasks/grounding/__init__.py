@@ -5,6 +5,8 @@ Modules:
         accuracy and the biggest-proposal baseline.
     heads: the grounding heads' ranking and regression losses and box
         selection (MUAN / DDPN). See docs/grounding.md.
+    report: accuracy next to the biggest-proposal baseline, its table, and
+        pictures of the ranked proposals.
 """
 
 from keras_structattn.tasks.grounding.refcoco import RefExpression
