@@ -508,13 +508,10 @@ def visualize(args):
         images = read_images(args.images, [r.file_name for r in chosen], image_ids)
 
     def draw(image_id, caption, image):
-        words = caption.split()
-        # The teacher-forced decoder input `[1, T]` of the caption (EOS last).
-        targets = vocab.encode(words) + [1]
+        decoder_inputs, words = batches.teacher_forced_input(vocab, caption)
         return draw_caption_attention(
-            model, feature_batch(split.store, [image_id], kind),
-            np.array([[0] + targets[:-1]], "int32"), words + ["<eos>"], image, layer=args.layer,
-            grid_shape=settings["feature_shape"][:2] if kind == "grid" else None)
+            model, feature_batch(split.store, [image_id], kind), decoder_inputs, words, image,
+            layer=args.layer, grid_shape=settings["feature_shape"][:2] if kind == "grid" else None)
 
     pictures = ((i, draw(i, c, image), c) for i, c, image in zip(image_ids, captions, images))
     return _run.save_pictures(os.path.join(args.output_dir, "attention"), pictures, "images")

@@ -55,21 +55,14 @@ def run(args):
 
 def load_pairs(args, split):
     """Pairs of a split from the flags, or the embedded Tatoeba split."""
-    tsv = getattr(args, f"{split}_tsv")
-    source = getattr(args, f"{split}_source")
-    if tsv:
-        pairs = parallel_text.read_tsv_pairs(tsv)
-    elif source:
-        pairs = parallel_text.read_parallel_files(source, getattr(args, f"{split}_target"))
-    elif any(getattr(args, f"{s}_{k}") for s in SPLITS for k in ("tsv", "source")):
+    tsv, source, target = (getattr(args, f"{split}_{k}") for k in ("tsv", "source", "target"))
+    if not (tsv or source) and any(getattr(args, f"{s}_{k}") for s in SPLITS
+                                   for k in ("tsv", "source")):
         return None  # the user gave other splits: no silent Tatoeba mix-in
-    else:
-        pairs = tatoeba.load_tatoeba_en_de(split, clean=False)  # cleaned below, as files are
-    pairs, report = parallel_text.filter_pairs(pairs, clean=True)
+    pairs, report = tatoeba.corpus_pairs(split, tsv=tsv, source=source, target=target)
     print(f"[data] {split}: {report}")
     if not pairs:
-        named = tsv or (source and f"{source} and {getattr(args, f'{split}_target')}")
-        named = named or "the embedded Tatoeba data"
+        named = tsv or (source and f"{source} and {target}") or "the embedded Tatoeba data"
         raise ValueError(f"{named}: no {split} sentence pairs ({report})")
     return pairs
 

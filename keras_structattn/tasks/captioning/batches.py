@@ -3,6 +3,8 @@
 import numpy as np
 
 from keras_structattn.data import image_features
+from keras_structattn.decoding.tokens import EOS_ID
+from keras_structattn.decoding.tokens import PAD_ID
 from keras_structattn.tasks.captioning.coco_captions import caption_batch
 
 
@@ -67,3 +69,19 @@ def image_captions_batch(records, features, vocab, max_length, captions_per_imag
     decoder_inputs, targets = caption_batch(tokens, vocab, max_length)
     shape = (len(records), captions_per_image, -1)
     return (features, decoder_inputs.reshape(shape)), targets.reshape(shape)
+
+
+def teacher_forced_input(vocab, caption):
+    """The decoder input that reproduces a caption, and its words.
+
+    Args:
+        vocab: a `WordVocab`.
+        caption: a caption string (e.g. a generated one).
+
+    Returns:
+        `(decoder_inputs, words)`: int32 `[1, T]`, the caption's ids and EOS
+        shifted right by one PAD, and its T words, `"<eos>"` last.
+    """
+    words = caption.split()
+    targets = list(vocab.encode(words)) + [EOS_ID]
+    return np.array([[PAD_ID] + targets[:-1]], "int32"), words + ["<eos>"]
