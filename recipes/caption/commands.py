@@ -231,8 +231,7 @@ def train(args):
         trained = (model, vocab, settings, hparams)
         _seq2seq.compile_model(model, hparams, args, jit)
         start = time.time()
-        if checkpoints_lib.checkpoint_paths(os.path.join(args.output_dir, SCST_DIR),
-                                            readable_only=True):
+        if checkpoints_lib.checkpoint_paths(run.file(SCST_DIR), readable_only=True):
             print("[train] cross-entropy phase done (self-critical checkpoints found)")
         else:
             train_cross_entropy(args, trained, splits, args.batch_size or hparams.batch_size,
@@ -391,9 +390,8 @@ def evaluate(args, trained=None, splits=None, before=None):
     """Scores beam-search captions of --split (with the Shapes world baseline
     and hallucination rates; `before`: the cross-entropy model's scores)."""
     scores, split, results = caption_split(args, trained or load_trained(args), splits)
-    columns = {"model": scores}
-    if before is not None:
-        columns = {"self-critical": scores, "cross-entropy": before}
+    columns = ({"model": scores} if before is None
+               else {"self-critical": scores, "cross-entropy": before})
     outputs, rates = {next(iter(columns)): results}, {}
     if not data_flags_given(args):
         world = _world.folder_of(args)

@@ -237,7 +237,17 @@ def train(args):
     """Trains (or resumes) the run to `--train_steps` steps, then evaluates."""
     replicas, jit = _seq2seq.replicas_and_jit(args)
     with replicas.scope():
-        model, vocab, hparams = fit_run(args, replicas, jit)
+        # A resumed run skips the batches of the steps done (`batches(done)`).
+        data = (recorded_data if args.recorded else training_data)(args, replicas)
+        _seq2seq.compile_model(data.model, data.hparams, args, jit)
+        scores = _engine.ScoresHook(
+            ("bleu",), lambda m: {"bleu": dev_bleu(args, m, data.vocab, data.hparams)})
+        _engine.check_task_score(args, replicas, scores)
+        _engine.fit(data.model, args, data.batches, per_epoch=args.steps_per_checkpoint,
+                    total_steps=args.train_steps,
+                    validation=replicas_lib.replica_validation(data.validation, replicas),
+                    validation_steps=data.validation_steps, replicas=replicas, scores=scores)
+    model, vocab, hparams = data.model, data.vocab, data.hparams
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     if not replicas.is_chief:
         print(f"[train] {steps} steps; process {replicas.process_id} is done (process 0 "
@@ -254,21 +264,6 @@ def train(args):
               f"(= {os.path.basename(best or checkpoints(args)[-1])})")
         evaluate(args, trained=(model, vocab, hparams))
     return model
-
-
-def fit_run(args, replicas, jit):
-    """Builds, compiles, restores and fits the model; returns `(model, vocab,
-    hparams)`. A resumed run reads an uninterrupted run's batches (`batches(done)`)."""
-    data = (recorded_data if args.recorded else training_data)(args, replicas)
-    _seq2seq.compile_model(data.model, data.hparams, args, jit)
-    scores = _engine.ScoresHook(
-        ("bleu",), lambda m: {"bleu": dev_bleu(args, m, data.vocab, data.hparams)})
-    _engine.check_task_score(args, replicas, scores)
-    _engine.fit(data.model, args, data.batches, per_epoch=args.steps_per_checkpoint,
-                total_steps=args.train_steps,
-                validation=replicas_lib.replica_validation(data.validation, replicas),
-                validation_steps=data.validation_steps, replicas=replicas, scores=scores)
-    return data.model, data.vocab, data.hparams
 
 
 def dev_bleu(args, model, vocab, hparams):
