@@ -1,11 +1,7 @@
-"""What the sequence-to-sequence recipes share (translation, captioning).
-
-Both train a token decoder with t2t's recipe and decode it with beam
-search. This module holds the run (`resolve_run`, `new_hparams`,
-`build_run`), the weights a command loads (`choose_weights`; docs/recipes.md,
-"Which weights are used"), `train`'s set-up (`replicas_and_jit`,
-`compile_model`, `history_of`) and `decode`'s output (`deliver`). Their
-flags are `recipes._cli`'s "sequence-to-sequence flags".
+"""What the sequence-to-sequence recipes share (translation, captioning):
+the run, the weights a command loads (docs/recipes.md, "Which weights are
+used"), t2t's training set-up and `decode`'s output. Their flags are
+`recipes._cli`'s "sequence-to-sequence flags".
 """
 
 import sys
@@ -30,10 +26,9 @@ ONE_PHASE = (_engine.Phase(),)  # the training phases of a run trained in one
 
 
 def resolve_run(args, given, defaults, check_set, training_commands=("train",)):
-    """`(run, settings, hparams)` of the flags `given` (`--seed` added for
-    the `training_commands`) over a new run's `defaults`; usage errors,
-    `check_set(hparams, settings)`'s included, come before any data is read.
-    `hparams` is None for a new run: `new_hparams` makes them."""
+    """`(run, settings, hparams)` of the flags `given` over a new run's
+    `defaults`, checked by `check_set(hparams, settings)` before any data is
+    read; `hparams` is None for a new run (`new_hparams`)."""
     run = RunFolder(args.output_dir)
     if args.command in training_commands:
         given = dict(given, seed=args.seed)
@@ -44,9 +39,8 @@ def resolve_run(args, given, defaults, check_set, training_commands=("train",)):
 
 
 def new_hparams(args, settings, default_set, overrides, fitted=""):
-    """A new run's hparams: the set's, with `overrides` if it is the
-    recipe's `default_set` (sized for its small embedded data), then the
-    values `fitted` to the data, then `--hparams`."""
+    """A new run's hparams: the set's, `overrides` for the `default_set`,
+    the values `fitted` to the data, then `--hparams`."""
     hparams = registry.get(settings["hparams_set"])
     if settings["hparams_set"] == default_set:
         hparams = hparams.parse(overrides)
@@ -55,9 +49,8 @@ def new_hparams(args, settings, default_set, overrides, fitted=""):
 
 def build_run(args, run, settings, hparams, vocab, vocab_file, build, described,
               write=True):
-    """The model `build(seed)` builds under the run's seed; only then is a
-    new run (hparams, `vocab` as `vocab_file`, `run.json`) committed, unless
-    not `write` (processes other than 0). `described` tells the vocabulary."""
+    """The model `build(seed)` builds; only then is a new run (`vocab` as
+    `vocab_file`) committed if `write`. `described` tells the vocabulary."""
     print(f"[hparams] {settings['hparams_set']}: {hparams}")
     keras.utils.set_random_seed(settings["seed"])
     model = build(settings["seed"])
@@ -67,22 +60,16 @@ def build_run(args, run, settings, hparams, vocab, vocab_file, build, described,
     return model
 
 
-def newest_checkpoint(folder):
-    """The newest readable checkpoint in `folder`, or None."""
-    try:
-        return checkpoints_lib.latest_checkpoint(folder)
-    except FileNotFoundError:
-        return None
-
-
 def choose_weights(args, run, phases=ONE_PHASE):
-    """`--weights`, else the last phase trained's (`phases`, the last
-    first): its averaged weights if they average its newest checkpoint,
-    else its best checkpoint of early stopping, else its newest one."""
+    """`--weights`, else the last phase trained's (of `phases`, the last first):
+    averaged (of its newest checkpoint), else best, else newest weights."""
     if args.weights:
         return args.weights
     for phase in phases:
-        newest = newest_checkpoint(run.file(phase.checkpoints))
+        try:
+            newest = checkpoints_lib.latest_checkpoint(run.file(phase.checkpoints))
+        except FileNotFoundError:
+            newest = None
         if newest is None and phase is not phases[-1]:
             continue
         averaged, note = run.averaged_weights(newest)
@@ -103,15 +90,14 @@ def load_weights(model, args, run, phases=ONE_PHASE):
 
 
 def replicas_and_jit(args):
-    """The `Replicas` of the flags and `jit_compile` of `--jit`: the first
-    thing `train` does (TensorFlow splits the CPU only before any op)."""
+    """`(Replicas, jit_compile)` of the flags: first in `train` (TensorFlow
+    splits the CPU only before any op)."""
     replicas = _replicas.from_flags(args)
     return replicas, _replicas.jit_flag(args, replicas)
 
 
 def compile_model(model, hparams, args, jit):
-    """Compiles for t2t's training: Adam under `WarmupRsqrtDecay` (warm-up
-    fitted by `_engine.warmup_steps`), label-smoothed `PaddedCrossEntropy`."""
+    """Compiles for t2t's training: Adam under `WarmupRsqrtDecay`, label smoothing."""
     warmup = _engine.warmup_steps(hparams.learning_rate_warmup_steps, args, args.train_steps)
     schedule = WarmupRsqrtDecay(hparams.learning_rate_constant, warmup, hparams.hidden_size)
     optimizer = keras.optimizers.Adam(schedule, beta_1=hparams.optimizer_adam_beta1,
@@ -129,7 +115,7 @@ def history_of(run, name="history.csv"):
 
 def deliver(args, lines, noun, value=None):
     """`decode`'s output: `value` as JSON, else the `lines`, to
-    `--output_file` (whole or not at all), or the `lines` on stdout."""
+    `--output_file` (whole or not at all); else the `lines` on stdout."""
     if not args.output_file:
         for line in lines:
             _cli.emit(line)

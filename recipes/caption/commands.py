@@ -1,17 +1,11 @@
 """The commands of the captioning recipe (flags: `recipes.caption`).
 
-Each command is `command(args)` with the parsed flags; `run(args)` picks
-it. Status goes to stderr (`print`, which `recipes._cli.execute` points
-there), results to stdout (`_cli.emit`). Without data flags the data is
-the run's Shapes world (`recipes._world`), written with the "describe the
-biggest shape" captions of every split, which `evaluate` scores alongside.
-
-Data parallelism (docs/distributed.md): every process of a multi-process
-run feeds its rows of every global batch (`recipes._vl.feed`); a
-self-critical step samples and rewards the whole global batch alike in
-every process (`train_on_batch`; under MirroredStrategy on every replica,
-which the loss, divided by the tokens of all replicas, turns into the
-one-device step).
+Each command is `command(args)`; `run(args)` picks it. Status goes to
+stderr, results to stdout (`_cli.emit`). Without data flags the data is
+the run's Shapes world (`recipes._world`) with its baseline captions.
+Data parallelism (docs/distributed.md): each process feeds its rows of
+every global batch (`keras_structattn.training.feeding.feed`); a self-critical step samples and
+rewards the whole global batch alike in every process.
 """
 
 import itertools
@@ -32,12 +26,14 @@ from keras_structattn.data.shapes_world.run_cache import world_bias
 from keras_structattn.data.shapes_world.writers import features_path
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.decoding.seq2seq import compiled_generate
+from keras_structattn.tasks.captioning import batches
 from keras_structattn.tasks.captioning import coco_captions
 from keras_structattn.tasks.captioning import decode as decode_lib
 from keras_structattn.tasks.captioning import report
 from keras_structattn.tasks.captioning.pictures import draw_caption_attention
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import dictionaries
+from keras_structattn.training import feeding
 from keras_structattn.training import self_critical
 from keras_structattn.training.distribution import restarting
 from keras_structattn.training.losses import PaddedCrossEntropy
@@ -83,8 +79,7 @@ def run(args):
 
 
 def _read_captions(args, world, split, skip):
-    """A split's caption records (--captions_<split>, --split_<split>, or
-    the world's), or None when the data has none."""
+    """A split's caption records (the world's, or its flags'), or None."""
     if world is not None:
         path, split_list = os.path.join(world, "captions", f"captions_{split}.json"), None
     else:
@@ -100,8 +95,7 @@ def _read_captions(args, world, split, skip):
 
 def load_splits(args, settings, needed):
     """`{split: _vl.Split}` of the splits in `needed` that the data has (the
-    Shapes world's, made once with its baselines, without data flags);
-    images without features are an error, or skipped with --skip_missing."""
+    Shapes world's without data flags); images without features: --skip_missing."""
     def write_baselines(world, folder):
         for name, split in world.splits.items():
             write_json(os.path.join(folder, f"baseline_{name}.json"),
@@ -133,15 +127,10 @@ def load_splits(args, settings, needed):
 
 
 def feature_batch(store, image_ids, kind):
-    """The encoder input of `image_ids`: a grid `[B, H, W, C]` or a regions
-    dict, padded to the store's region count (one static shape for every
-    batch: `recipes._vl.max_regions_of`)."""
-    if kind == "grid":
-        return image_features.grid_batch(store, image_ids)
-    if not hasattr(store, "padded_regions"):
-        store.padded_regions = _vl.max_regions_of(store, MAX_REGIONS)
-    features, boxes, mask = image_features.region_batch(store, image_ids, store.padded_regions)
-    return {"features": features, "boxes": boxes, "mask": mask}
+    """The encoder input of `image_ids` (regions: one count a store, `fitted_max_regions`)."""
+    if kind == "regions" and not hasattr(store, "padded_regions"):
+        store.padded_regions = image_features.fitted_max_regions(store, MAX_REGIONS)
+    return batches.encoder_input(store, image_ids, kind, getattr(store, "padded_regions", None))
 
 
 def check_set(hparams, settings):
@@ -160,8 +149,7 @@ def check_set(hparams, settings):
 
 
 def resolve_run(args):
-    """`(run, settings, hparams)` (`_seq2seq.resolve_run`); `hparams` is
-    None for a new run (it depends on the data's grid, `prepare_run`)."""
+    """`_seq2seq.resolve_run`; a new run's hparams (None) come in `prepare_run`."""
     given = {name: getattr(args, name) for name in RUN_DEFAULTS if name != "seed"}
     run, settings, hparams = _seq2seq.resolve_run(args, given, run_defaults(args), check_set)
     # Runs made before --model and --dictionary_init existed.
@@ -171,24 +159,16 @@ def resolve_run(args):
 
 
 def build_model(hparams, vocab_size, feature_shape, seed=None):
-    """The captioner of `hparams` (its class by `model_type`), built on a
-    batch of zeros."""
+    """The captioner of `hparams` (its class by `model_type`), built on zeros."""
     model = MODEL_CLASSES[hparams.model_type].from_hparams(hparams, vocab_size, seed=seed)
-    if hparams.encoder_input == "grid":
-        features = np.zeros((1, *feature_shape), "float32")
-    else:
-        regions, dim = 2, feature_shape[-1]
-        features = {"features": np.zeros((1, regions, dim), "float32"),
-                    "boxes": np.zeros((1, regions, 4), "float32"),
-                    "mask": np.ones((1, regions), bool)}
+    features = batches.zero_encoder_input(hparams.encoder_input, feature_shape)
     model((features, np.zeros((1, 2), "int32")))
     return model
 
 
 def prepare_run(args, run, settings, hparams, train_split, replicas):
-    """The vocabulary, hparams (a new run's: its set's fitted to the
-    features, then --hparams) and built model of a training run; a new
-    run's files are committed once its model is built, by process 0."""
+    """`(vocab, hparams, model)` of a training run; a new run's hparams are
+    fitted to the features, its files committed once the model is built."""
     if run.holds_run:
         vocab = WordVocab.load(run.file(VOCAB_FILE))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
@@ -221,8 +201,7 @@ def prepare_run(args, run, settings, hparams, train_split, replicas):
 
 
 def load_trained(args):
-    """`(model, vocab, settings, hparams)` of the run, with the weights of
-    the last phase trained (`_seq2seq.choose_weights`)."""
+    """`(model, vocab, settings, hparams)` of the run, with its chosen weights."""
     run, settings, hparams = resolve_run(args)
     vocab = WordVocab.load(run.file(VOCAB_FILE))
     model = build_model(hparams, vocab.vocab_size, settings["feature_shape"])
@@ -231,23 +210,15 @@ def load_trained(args):
 
 
 def batch_of(split, rows, vocab, settings):
-    """`((features, captions [B, 5, T]), targets [B, 5, T])` of the records
-    at `rows`: each image with its first 5 captions (cycled when it has
-    fewer), encoded once for all of them (self-critical.pytorch's
-    `seq_per_img`), a step about five times cheaper than one per caption."""
+    """The records at `rows`, each image with 5 captions (`batches.image_captions_batch`)."""
     records = [split.records[j] for j in rows]
-    tokens = [r.tokens[k % len(r.tokens)] for r in records for k in range(CAPTIONS_PER_IMAGE)]
-    decoder_inputs, targets = coco_captions.caption_batch(
-        tokens, vocab, settings["max_caption_length"])
-    shape = (len(records), CAPTIONS_PER_IMAGE, -1)
-    features = feature_batch(split.store, [r.image_id for r in records],
-                             settings["feature_kind"])
-    return (features, decoder_inputs.reshape(shape)), targets.reshape(shape)
+    features = feature_batch(split.store, [r.image_id for r in records], settings["feature_kind"])
+    return batches.image_captions_batch(records, features, vocab,
+                                        settings["max_caption_length"], CAPTIONS_PER_IMAGE)
 
 
 def train(args):
-    """Cross-entropy training to --train_steps, self-critical training to
-    --scst_steps (each resumed from its newest checkpoint), evaluation."""
+    """Cross-entropy, then self-critical training (each resumable), then evaluation."""
     replicas, jit = _seq2seq.replicas_and_jit(args)
     run, settings, hparams = resolve_run(args)
     needed = ("train", "val") if args.no_eval else ("train", "val", args.split)
@@ -261,8 +232,7 @@ def train(args):
         trained = (model, vocab, settings, hparams)
         _seq2seq.compile_model(model, hparams, args, jit)
         start = time.time()
-        if checkpoints_lib.checkpoint_paths(os.path.join(args.output_dir, SCST_DIR),
-                                            readable_only=True):
+        if checkpoints_lib.checkpoint_paths(run.file(SCST_DIR), readable_only=True):
             print("[train] cross-entropy phase done (self-critical checkpoints found)")
         else:
             train_cross_entropy(args, trained, splits, args.batch_size or hparams.batch_size,
@@ -306,20 +276,19 @@ def train_cross_entropy(args, trained, splits, batch_size, replicas):
     validation = None
     if "val" in splits:
         val = splits["val"]
-        validation = _vl.validation_batches(
+        validation = feeding.validation_batches(
             min(len(val.records), VALIDATION_IMAGES), batch_size,
             lambda rows: batch_of(val, rows, vocab, settings), replicas)
 
     def data(done):
-        def batches():
-            return _vl.epoch_batches(
+        def stream():
+            return feeding.epoch_batches(
                 len(train_split.records), batch_size, settings["seed"],
                 lambda rows: batch_of(train_split, rows, vocab, settings), done, replicas=replicas)
 
-        # Under MirroredStrategy, `fit` peeks with an iterator of its own,
-        # whose read-ahead of a generator would be lost: each iterator
-        # restarts at step `done` instead.
-        return restarting(batches) if replicas.strategy is not None else batches()
+        # Under MirroredStrategy `fit` peeks with an iterator of its own, whose
+        # read-ahead of a generator would be lost: each iterator restarts at `done`.
+        return restarting(stream) if replicas.strategy is not None else stream()
 
     scores = val_cider_hook(args, splits, vocab, settings)
     _engine.check_task_score(args, replicas, scores)
@@ -329,9 +298,7 @@ def train_cross_entropy(args, trained, splits, batch_size, replicas):
 
 
 def val_cider_hook(args, splits, vocab, settings):
-    """The validation score `--early_stopping cider` watches: CIDEr-D of
-    greedy captions of the validation images (document frequencies of the
-    validation references, as the COCO evaluation computes them)."""
+    """`--early_stopping cider`'s score: CIDEr-D of greedy validation captions."""
     def compute(model):
         if "val" not in splits:
             raise _cli.UsageError("--early_stopping cider needs validation captions")
@@ -348,9 +315,7 @@ def val_cider_hook(args, splits, vocab, settings):
 
 def init_dictionaries(model, split, vocab, settings, batch_size):
     """Fits a CATT model's dictionaries by K-means over one pass of the
-    training batches, unless --dictionary_init uniform; the same seed gives
-    the same centres, so a run killed before its first checkpoint refits
-    them alike."""
+    training batches (seeded: a killed run refits them alike)."""
     if not dictionaries.has_dictionaries(model):
         return
     if settings["dictionary_init"] == "uniform":
@@ -359,11 +324,11 @@ def init_dictionaries(model, split, vocab, settings, batch_size):
         return
     start = time.time()
     per_pass = max(1, len(split.records) // batch_size)
-    batches = _vl.epoch_batches(len(split.records), batch_size, settings["seed"],
-                                lambda rows: batch_of(split, rows, vocab, settings))
+    stream = feeding.epoch_batches(len(split.records), batch_size, settings["seed"],
+                               lambda rows: batch_of(split, rows, vocab, settings))
     try:
         fitted = dictionaries.fit_dictionaries(model, (batch[0] for batch in itertools.islice(
-            batches, per_pass)), seed=settings["seed"])
+            stream, per_pass)), seed=settings["seed"])
     except ValueError as error:  # a dictionary larger than the data
         raise _cli.UsageError(f"{error} (--hparams dictionary_size=...)") from None
     for name, values in fitted.items():
@@ -374,9 +339,7 @@ def init_dictionaries(model, split, vocab, settings, batch_size):
 
 
 def train_self_critical(args, trained, splits, jit, replicas):
-    """Self-critical training (`keras_structattn.training.self_critical`), resumable:
-    a fresh Adam at --scst_learning_rate, CIDEr-D rewards (document
-    frequencies of the training references)."""
+    """Self-critical training with CIDEr-D rewards and a fresh Adam, resumable."""
     model, vocab, settings, _ = trained
     split = splits["train"]
     model.compile(optimizer=keras.optimizers.Adam(args.scst_learning_rate),
@@ -408,8 +371,7 @@ def train_self_critical(args, trained, splits, jit, replicas):
 
     scores = val_cider_hook(args, splits, vocab, settings)
     _engine.check_task_score(args, replicas, scores)
-    # Without self-critical checkpoints the model holds the cross-entropy
-    # weights (`train_cross_entropy` trained or restored them).
+    # Without self-critical checkpoints the model holds the cross-entropy weights.
     _engine.fit_steps(model, args, scst_step, per_epoch=args.steps_per_checkpoint,
                       total_steps=args.scst_steps, replicas=replicas, phase=SCST_PHASE,
                       scores=scores, label="self-critical")
@@ -426,14 +388,11 @@ def caption_images(trained, store, image_ids, args, beam_size=None):
 
 
 def evaluate(args, trained=None, splits=None, before=None):
-    """Captions the --split images with beam search and scores them, with
-    the Shapes world baseline and hallucination rates; `before`: the
-    cross-entropy model's `CaptionScores`, shown next to the final one's.
-    Returns the model's `CaptionScores`."""
+    """Scores beam-search captions of --split (with the Shapes world baseline
+    and hallucination rates; `before`: the cross-entropy model's scores)."""
     scores, split, results = caption_split(args, trained or load_trained(args), splits)
-    columns = {"model": scores}
-    if before is not None:
-        columns = {"self-critical": scores, "cross-entropy": before}
+    columns = ({"model": scores} if before is None
+               else {"self-critical": scores, "cross-entropy": before})
     outputs, rates = {next(iter(columns)): results}, {}
     if not data_flags_given(args):
         world = _world.folder_of(args)
@@ -461,9 +420,7 @@ def evaluate(args, trained=None, splits=None, before=None):
 
 
 def caption_split(args, trained, splits=None, save=True):
-    """`(CaptionScores, split, results)`: beam-search captions of the
-    --split images (COCO results; `save` writes DIR/<split>_results.json)
-    and their scores."""
+    """`(CaptionScores, split, COCO results)` of --split's beam-search captions."""
     if splits is None or args.split not in splits:
         splits = load_splits(args, trained[2], (args.split,))
     if args.split not in splits:
@@ -526,11 +483,8 @@ def extract(args, output=None):
 
 
 def visualize(args):
-    """PNGs of the caption-to-image attention of the --split's first
-    --num_images images, DIR/attention/<image_id>.png, at the --layer
-    decoder layer: for a grid run (`TransformerCaptioner`) the most
-    attended area of each generated word, for a region run the in-sample
-    and cross-sample streams of a few words (`draw_caption_streams`)."""
+    """DIR/attention/<image_id>.png: the --layer caption-to-image attention
+    of --split's first --num_images images (`draw_caption_attention`)."""
     trained = load_trained(args)
     model, vocab, settings, _ = trained
     kind = "grid" if isinstance(model, TransformerCaptioner) else "regions"
@@ -553,13 +507,10 @@ def visualize(args):
         images = read_images(args.images, [r.file_name for r in chosen], image_ids)
 
     def draw(image_id, caption, image):
-        words = caption.split()
-        # The teacher-forced decoder input `[1, T]` of the caption (EOS last).
-        targets = vocab.encode(words) + [1]
+        decoder_inputs, words = batches.teacher_forced_input(vocab, caption)
         return draw_caption_attention(
-            model, feature_batch(split.store, [image_id], kind),
-            np.array([[0] + targets[:-1]], "int32"), words + ["<eos>"], image, layer=args.layer,
-            grid_shape=settings["feature_shape"][:2] if kind == "grid" else None)
+            model, feature_batch(split.store, [image_id], kind), decoder_inputs, words, image,
+            layer=args.layer, grid_shape=settings["feature_shape"][:2] if kind == "grid" else None)
 
     pictures = ((i, draw(i, c, image), c) for i, c, image in zip(image_ids, captions, images))
     return _run.save_pictures(os.path.join(args.output_dir, "attention"), pictures, "images")

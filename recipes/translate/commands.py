@@ -1,21 +1,16 @@
 """The commands of the translation recipe (flags: `recipes.translate`).
 
-Each command is `command(args)` with the parsed flags; `run(args)` picks
-it. Status goes to stderr (`print`, which `recipes._cli.execute` points
-there), results to stdout (`_cli.emit`).
-
-Under `train --distribute data_parallel` (docs/distributed.md) every
-batch gets all-padding rows up to a multiple of the replicas
-(`keras_structattn.tasks.translation.replicas`: no loss, gradient or
-accuracy changes, but Keras' epoch averages of the loss, weighted by rows,
-differ a little), and the pipeline is read from its start whatever
-iterators Keras opens (`restarting`).
+Each command is `command(args)`; `run(args)` picks it. Status goes to
+stderr, results to stdout (`_cli.emit`). Under `train --distribute
+data_parallel` (docs/distributed.md) every batch gets all-padding rows up
+to a multiple of the replicas (`keras_structattn.tasks.translation.replicas`:
+Keras' epoch averages of the loss, weighted by rows, differ a little).
 """
 
+import collections
 import os
 import sys
 import time
-import typing
 
 import keras
 import numpy as np
@@ -60,27 +55,20 @@ def run(args):
 
 def load_pairs(args, split):
     """Pairs of a split from the flags, or the embedded Tatoeba split."""
-    tsv = getattr(args, f"{split}_tsv")
-    source = getattr(args, f"{split}_source")
-    if tsv:
-        pairs = parallel_text.read_tsv_pairs(tsv)
-    elif source:
-        pairs = parallel_text.read_parallel_files(source, getattr(args, f"{split}_target"))
-    elif any(getattr(args, f"{s}_{k}") for s in SPLITS for k in ("tsv", "source")):
+    tsv, source, target = (getattr(args, f"{split}_{k}") for k in ("tsv", "source", "target"))
+    if not (tsv or source) and any(getattr(args, f"{s}_{k}") for s in SPLITS
+                                   for k in ("tsv", "source")):
         return None  # the user gave other splits: no silent Tatoeba mix-in
-    else:
-        pairs = tatoeba.load_tatoeba_en_de(split, clean=False)  # cleaned below, as files are
-    pairs, report = parallel_text.filter_pairs(pairs, clean=True)
+    pairs, report = tatoeba.corpus_pairs(split, tsv=tsv, source=source, target=target)
     print(f"[data] {split}: {report}")
     if not pairs:
-        named = tsv or (source and f"{source} and {getattr(args, f'{split}_target')}")
-        named = named or "the embedded Tatoeba data"
+        named = tsv or (source and f"{source} and {target}") or "the embedded Tatoeba data"
         raise ValueError(f"{named}: no {split} sentence pairs ({report})")
     return pairs
 
 
 def train_vocab(settings, pairs):
-    """A vocabulary of the training pairs (kept in memory until the run is committed)."""
+    """A vocabulary of the training pairs (saved when the run is committed)."""
     texts = [s for s, _ in pairs] + [t for _, t in pairs]
     source = "the training pairs"
     if settings["vocab_type"] == "char":
@@ -122,8 +110,7 @@ def checkpoints(args, readable_only=False):
 
 
 def resolve_run(args):
-    """`(run, settings, hparams)` (`_seq2seq.resolve_run`; a new run's
-    hparams are the set's with `--hparams` applied)."""
+    """`(run, settings, hparams)` (`_seq2seq.resolve_run`), a new run's hparams made."""
     default_set = DEFAULT_LSTM_HPARAMS_SET if args.model == "lstm" else DEFAULT_HPARAMS_SET
     run, settings, hparams = _seq2seq.resolve_run(
         args, dict(model=args.model, hparams_set=args.hparams_set,
@@ -137,8 +124,7 @@ def resolve_run(args):
 
 
 def prepare_run(args, resolved, train_pairs, write):
-    """`(vocab, model)` of a training run (`_seq2seq.build_run`) from
-    `resolved = resolve_run(args)`; a new run's vocabulary is trained on
+    """`(vocab, model)` of the run `resolved`; a new run's vocabulary is trained on
     `train_pairs` (None: `train --recorded`, which needs a recorded run)."""
     run, settings, hparams = resolved
     if run.holds_run:
@@ -156,8 +142,7 @@ def prepare_run(args, resolved, train_pairs, write):
 
 
 def load_trained(args, weights=True):
-    """`(model, vocab, hparams)` of the run, the model with the weights
-    `_seq2seq.choose_weights` picks (none without `weights`)."""
+    """`(model, vocab, hparams)` of the run, with its chosen weights if `weights`."""
     run, settings, hparams = resolve_run(args)
     vocab = load_vocab(run, settings)
     model = build_model(hparams, vocab)
@@ -166,22 +151,17 @@ def load_trained(args, weights=True):
     return model, vocab, hparams
 
 
-class TrainingData(typing.NamedTuple):
-    """What `training_data` and `recorded_data` give `train` and `record`."""
-
-    hparams: object
-    vocab: object
-    model: object  # built, not compiled
-    batches: object  # done -> this process's training batches after `done` steps
-    validation: object  # dev batches (tf.data or a `Recording`), or None
-    validation_steps: object  # batches in one pass over `validation`, or None
-    tokens: object  # the train and dev `TokenizedPairs` of the batches (not recorded)
+# What `training_data` and `recorded_data` give: `batches(done)` is this
+# process's training batches after `done` steps, `validation` the dev batches
+# (tf.data or a `Recording`) or None, `tokens` the train and dev
+# `TokenizedPairs` (None when recorded).
+TrainingData = collections.namedtuple(
+    "TrainingData", "hparams vocab model batches validation validation_steps tokens")
 
 
 def training_data(args, replicas):
-    """The run and its `tf.data` batches: each corpus is read and cleaned
-    once (`load_pairs`) and tokenised once; the pipeline, its report of
-    pairs dropped for length and `record` all read those ids."""
+    """The run and its `tf.data` batches (`batching.TrainingBatches`: each
+    corpus read, cleaned and tokenised once)."""
     resolved = resolve_run(args)
     train_pairs = load_pairs(args, "train")
     if train_pairs is None:
@@ -189,17 +169,16 @@ def training_data(args, replicas):
     dev_pairs = load_pairs(args, "dev")
     vocab, model = prepare_run(args, resolved, train_pairs, replicas.is_chief)
     hparams = resolved[2]
-    options = dict(batch_tokens=hparams.batch_size, max_length=hparams.max_length,
-                   length_bucket_step=args.length_bucket_step)
-    train_tokens = batching.tokenize_pairs(train_pairs, vocab, vocab)
-    train_options = dict(options, shuffle=True, seed=resolved[1]["seed"], repeat=True)
-    report = batching.make_tokenized_dataset(train_tokens, **train_options)[1]
-    print(f"[data] train batches: {report}")
+    data = batching.TrainingBatches(
+        train_pairs, dev_pairs, vocab, seed=resolved[1]["seed"], batch_tokens=hparams.batch_size,
+        max_length=hparams.max_length, length_bucket_step=args.length_bucket_step)
+    print(f"[data] train batches: {data.train_report}")
+    if data.validation is not None:
+        print(f"[data] dev batches: {data.validation_report}; {data.validation_steps} batches")
 
     def batches(done):
         def make():
-            dataset = batching.make_tokenized_dataset(train_tokens, **train_options)[0]
-            return replicas_lib.replica_batches(dataset.skip(done), replicas)
+            return replicas_lib.replica_batches(data.train(done), replicas)
 
         if keras.backend.backend() == "tensorflow" and replicas.strategy is None:
             return make()
@@ -209,16 +188,8 @@ def training_data(args, replicas):
         # starts the stream afresh.
         return restarting(make)
 
-    dev_tokens, validation, validation_steps = None, None, None
-    if dev_pairs:
-        dev_tokens = batching.tokenize_pairs(dev_pairs, vocab, vocab)
-        validation, dev_report = batching.make_tokenized_dataset(
-            dev_tokens, shuffle=False, repeat=False, **options)
-        # Counted once, so that Keras knows where an evaluation pass ends.
-        validation_steps = sum(1 for _ in validation)
-        print(f"[data] dev batches: {dev_report}; {validation_steps} batches")
-    return TrainingData(hparams, vocab, model, batches, validation, validation_steps,
-                        (train_tokens, dev_tokens))
+    return TrainingData(hparams, vocab, model, batches, data.validation, data.validation_steps,
+                        (data.train_tokens, data.dev_tokens))
 
 
 def recording_paths(args):
@@ -227,9 +198,8 @@ def recording_paths(args):
 
 
 def record(args):
-    """Writes the batches `train` would read (its first `--train_steps`
-    training batches and all dev batches) to DIR/recorded/, so that
-    `train --recorded` replays them on a machine without TensorFlow."""
+    """Writes `train`'s first --train_steps batches and the dev batches to
+    DIR/recorded/, for `train --recorded` (no TensorFlow needed)."""
     data = training_data(args, Replicas())
     train_path, dev_path = recording_paths(args)
     os.makedirs(os.path.dirname(train_path), exist_ok=True)
@@ -267,7 +237,17 @@ def train(args):
     """Trains (or resumes) the run to `--train_steps` steps, then evaluates."""
     replicas, jit = _seq2seq.replicas_and_jit(args)
     with replicas.scope():
-        model, vocab, hparams = fit_run(args, replicas, jit)
+        # A resumed run skips the batches of the steps done (`batches(done)`).
+        data = (recorded_data if args.recorded else training_data)(args, replicas)
+        _seq2seq.compile_model(data.model, data.hparams, args, jit)
+        scores = _engine.ScoresHook(
+            ("bleu",), lambda m: {"bleu": dev_bleu(args, m, data.vocab, data.hparams)})
+        _engine.check_task_score(args, replicas, scores)
+        _engine.fit(data.model, args, data.batches, per_epoch=args.steps_per_checkpoint,
+                    total_steps=args.train_steps,
+                    validation=replicas_lib.replica_validation(data.validation, replicas),
+                    validation_steps=data.validation_steps, replicas=replicas, scores=scores)
+    model, vocab, hparams = data.model, data.vocab, data.hparams
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     if not replicas.is_chief:
         print(f"[train] {steps} steps; process {replicas.process_id} is done (process 0 "
@@ -286,22 +266,6 @@ def train(args):
     return model
 
 
-def fit_run(args, replicas, jit):
-    """Builds, compiles, restores and fits the model (in `replicas.scope()`);
-    returns `(model, vocab, hparams)`. A resumed run skips the batches of
-    the steps done (`batches(done)`): it reads an uninterrupted run's data."""
-    data = (recorded_data if args.recorded else training_data)(args, replicas)
-    _seq2seq.compile_model(data.model, data.hparams, args, jit)
-    scores = _engine.ScoresHook(
-        ("bleu",), lambda m: {"bleu": dev_bleu(args, m, data.vocab, data.hparams)})
-    _engine.check_task_score(args, replicas, scores)
-    _engine.fit(data.model, args, data.batches, per_epoch=args.steps_per_checkpoint,
-                total_steps=args.train_steps,
-                validation=replicas_lib.replica_validation(data.validation, replicas),
-                validation_steps=data.validation_steps, replicas=replicas, scores=scores)
-    return data.model, data.vocab, data.hparams
-
-
 def dev_bleu(args, model, vocab, hparams):
     """BLEU of greedy translations of the dev sources (for `--early_stopping bleu`)."""
     pairs = load_pairs(args, "dev")
@@ -314,8 +278,7 @@ def dev_bleu(args, model, vocab, hparams):
 
 
 def translate(args, trained, sentences, greedy=False):
-    """`translate_sentences` with the decoding flags, counting cut sources on
-    stderr; `greedy` (`dev_bleu`): beam 1, sources up to `max_length`, quiet."""
+    """Translations with the decoding flags (`greedy`: beam 1, quiet, for `dev_bleu`)."""
     model, vocab, hparams = trained
     max_input_length = (not greedy and args.max_input_length) or hparams.max_length
     result = translate_lib.translate_sentences(
@@ -330,8 +293,7 @@ def translate(args, trained, sentences, greedy=False):
 
 
 def evaluate(args, trained=None):
-    """Scores the test set with `trained` (default: `load_trained`): BLEU
-    and chrF on stdout."""
+    """BLEU and chrF of the test set's translations by `trained` (default: the run's)."""
     pairs = load_pairs(args, "test")
     if not pairs:
         raise _cli.UsageError("give test data: --test_tsv or --test_source/--test_target")
@@ -359,8 +321,7 @@ def evaluate(args, trained=None):
 
 
 def decode(args):
-    """Translates `--input_file` (or stdin), one output line per input line
-    (`_seq2seq.deliver`)."""
+    """Translates `--input_file` (or stdin), a line for a line (`_seq2seq.deliver`)."""
     if args.input_file:
         lines = parallel_text.read_lines(args.input_file)
     else:
@@ -388,8 +349,7 @@ def average(args):
 
 
 def export(args):
-    """A SavedModel with a `serving_default` signature: raw source strings
-    in, translations out."""
+    """A SavedModel whose `serving_default` translates raw source strings."""
     if keras.backend.backend() != "tensorflow":
         raise _cli.UsageError("export needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
     model, vocab, hparams = load_trained(args)

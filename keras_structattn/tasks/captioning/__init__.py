@@ -3,6 +3,7 @@
 Modules:
     coco_captions: caption files (Karpathy's splits, COCO captions, split
         lists), caption id batches, COCO annotations and results.
+    batches: a captioner's batches (encoder inputs, images with captions).
     decode: captions of many images, decoded in batches of one shape.
     report: the score and hallucination tables, as text lines.
     pictures: a captioner's attention (IS and CS streams, top areas).

@@ -388,3 +388,48 @@ def make_tokenized_dataset(
     dataset = dataset.map(to_model_io, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return dataset, report
+
+
+class TrainingBatches:
+    """A training run's bucketed batches: its train and dev pairs, tokenised once.
+
+    Args:
+        train_pairs: the training `(source, target)` pairs.
+        dev_pairs: the dev pairs; None or empty for none.
+        vocab: the vocabulary of both sides (`tokenize_pairs`).
+        seed: the seed of the training batches' shuffle.
+        **options: `batch_tokens`, `max_length`, `length_bucket_step` (and
+            the other batching options) of `make_tokenized_dataset`.
+
+    Attributes:
+        train_tokens: the training `TokenizedPairs`.
+        train_report: the `FilterReport` of the training batches.
+        dev_tokens: the dev `TokenizedPairs`, or None.
+        validation: the dev batches, one pass in order (a `tf.data.Dataset`),
+            or None.
+        validation_report: their `FilterReport`, or None.
+        validation_steps: their number of batches (counted once), or None.
+    """
+
+    def __init__(self, train_pairs, dev_pairs, vocab, *, seed, **options):
+        self.train_tokens = tokenize_pairs(train_pairs, vocab, vocab)
+        self._train_options = dict(options, shuffle=True, seed=seed, repeat=True)
+        self.train_report = make_tokenized_dataset(self.train_tokens, **self._train_options)[1]
+        self.dev_tokens = self.validation = self.validation_report = None
+        self.validation_steps = None
+        if dev_pairs:
+            self.dev_tokens = tokenize_pairs(dev_pairs, vocab, vocab)
+            self.validation, self.validation_report = make_tokenized_dataset(
+                self.dev_tokens, shuffle=False, repeat=False, **options)
+            self.validation_steps = sum(1 for _ in self.validation)
+
+    def train(self, start=0):
+        """The training batches (shuffled, repeated) from batch `start` on.
+
+        Args:
+            start: batches to skip (the steps a resumed run has done).
+
+        Returns:
+            A new `tf.data.Dataset`: every call reads the same batches.
+        """
+        return make_tokenized_dataset(self.train_tokens, **self._train_options)[0].skip(start)

@@ -24,6 +24,8 @@ from keras_structattn import checks
 # (`keras_structattn.metrics.text`); `keras_structattn.data` still exports it
 # from here.
 from keras_structattn.tasks.translation.parallel_text import clean_text
+from keras_structattn.tasks.translation.parallel_text import filter_pairs
+from keras_structattn.tasks.translation.parallel_text import read_parallel_files
 from keras_structattn.tasks.translation.parallel_text import read_tsv_pairs
 
 SPLITS = ("train", "dev", "test")
@@ -92,3 +94,27 @@ def load_tatoeba_en_de(split="train", clean=True):
     if clean:
         pairs = [(clean_text(en), clean_text(de)) for en, de in pairs]
     return pairs
+
+
+def corpus_pairs(split, *, tsv=None, source=None, target=None):
+    """The cleaned sentence pairs of one split: a TSV, parallel files, or this corpus.
+
+    Args:
+        split: the split of the embedded corpus ("train", "dev" or "test"),
+            read when neither `tsv` nor `source` is given.
+        tsv: a TSV file of `source<TAB>target` pairs (`read_tsv_pairs`).
+        source: a file of source sentences, one per line (with `target`,
+            `read_parallel_files`).
+        target: the target sentences aligned with `source`.
+
+    Returns:
+        `(pairs, report)` of `filter_pairs(pairs, clean=True)`: the embedded
+        split is read raw and cleaned there, as files are.
+    """
+    if tsv:
+        pairs = read_tsv_pairs(tsv)
+    elif source:
+        pairs = read_parallel_files(source, target)
+    else:
+        pairs = load_tatoeba_en_de(split, clean=False)
+    return filter_pairs(pairs, clean=True)
