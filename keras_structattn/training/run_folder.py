@@ -11,6 +11,8 @@ weights (`averaged.weights.h5`) with the list of checkpoints they average.
 import json
 import os
 
+from keras_structattn.data.json_files import atomic_open
+
 RUN_FILE = "run.json"
 AVERAGED_WEIGHTS = "averaged.weights.h5"
 AVERAGED_LIST = "averaged.json"  # the checkpoints `averaged.weights.h5` averages
@@ -24,16 +26,16 @@ def write_atomically(path, content):
         content: a `str` (written as UTF-8), `bytes`, or a callable
             `content(temporary_path)` that writes the file itself.
     """
+    if not callable(content):
+        with atomic_open(path, "wb" if isinstance(content, bytes) else "w") as f:
+            f.write(content)
+        return
     folder, name = os.path.split(os.path.abspath(path))
-    # The suffix keeps the extension last: writers such as Keras' check it.
+    # A writer given a path (Keras' `save_weights`) checks its extension,
+    # so the temporary name keeps it last (`atomic_open`'s ends in .partial).
     partial = os.path.join(folder, f".partial.{name}")
     try:
-        if callable(content):
-            content(partial)
-        else:
-            mode = "wb" if isinstance(content, bytes) else "w"
-            with open(partial, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
-                f.write(content)
+        content(partial)
         os.replace(partial, path)
     finally:
         if os.path.exists(partial):
