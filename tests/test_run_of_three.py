@@ -5,14 +5,29 @@ import numpy as np
 from keras_structattn.tasks import run_of_three
 
 
+def longest_zero_run(seq):
+    """Brute-force reference: the longest stretch of adjacent zeros."""
+    best = current = 0
+    for token in seq:
+        current = current + 1 if token == 0 else 0
+        best = max(best, current)
+    return best
+
+
 def test_dataset_labels_match_the_rule_and_are_balanced():
     tokens, labels = run_of_three.make_dataset(400, seed=3)
     assert tokens.shape == (400, 24) and labels.shape == (400,)
-    runs = [run_of_three.has_run(seq) for seq in tokens]
+    runs = [longest_zero_run(seq) >= 3 for seq in tokens]
     np.testing.assert_array_equal(np.array(runs, dtype="int32"), labels)
     assert 0.35 < labels.mean() < 0.65
     # Negatives still contain zeros, so counting them does not solve the task.
     assert all((seq == 0).sum() >= 3 for seq in tokens[labels == 0])
+
+
+def test_has_run_matches_the_reference():
+    rng = np.random.default_rng(0)
+    for seq in rng.integers(0, 2, size=(300, 10)):
+        assert run_of_three.has_run(seq) == (longest_zero_run(seq) >= 3)
 
 
 def test_dataset_is_deterministic_for_a_seed():
