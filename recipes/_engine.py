@@ -32,6 +32,7 @@ from keras_structattn.training import curves
 from keras_structattn.training import distribution
 from keras_structattn.training.callbacks import EarlyStopping
 from keras_structattn.training.callbacks import EpochCheckpoints
+from keras_structattn.training.callbacks import EpochTime
 from keras_structattn.training.callbacks import LogStep
 from keras_structattn.training.callbacks import StopAfterMinutes
 from keras_structattn.training.callbacks import StopAtStep
@@ -143,7 +144,8 @@ def _callbacks(args, phase, replicas, total_steps, scores):
         return writers
 
     callbacks = [
-        LogStep(), ValidationScores(scores) if _uses_task_score(args, scores) else None,
+        EpochTime(), LogStep(),
+        ValidationScores(scores) if _uses_task_score(args, scores) else None,
         stopper,
         *(make_writers() if replicas is None
           else distribution.chief_writers(replicas, make_writers)),

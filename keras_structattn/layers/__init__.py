@@ -10,6 +10,7 @@ from keras_structattn.layers.catt_transformer import CATTDecoder
 from keras_structattn.layers.catt_transformer import CATTDecoderBlock
 from keras_structattn.layers.catt_transformer import CATTEncoder
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
+from keras_structattn.layers.dropout import Dropout
 from keras_structattn.layers.gated_attention import GatedMultiHeadAttention
 from keras_structattn.layers.global_dictionary import GlobalDictionary
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention

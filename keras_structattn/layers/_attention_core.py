@@ -37,6 +37,7 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
+from keras_structattn.ops.dropout import dropout
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 from keras_structattn.ops.masked_softmax import masked_softmax
 
@@ -136,11 +137,11 @@ def scaled_dot_product_attention(
     """
     scale = structure.scale / float(key_dim) ** 0.5
     allowed = structure.allowed
-    dropout = dropout_layer is not None and dropout_layer.rate > 0.0 and bool(training)
+    dropping = dropout_layer is not None and dropout_layer.rate > 0.0 and bool(training)
     shared = len(key.shape) == 3
     fused = (
         not need_weights
-        and not dropout
+        and not dropping
         and not shared
         and structure.top_k is None
         and fused_dtype(compute_dtype)
@@ -175,8 +176,11 @@ def scaled_dot_product_attention(
         allowed = keep_top_k(logits, allowed, structure.top_k)
     weights = masked_softmax(logits, allowed)
     dropped = ops.cast(weights, compute_dtype)
-    if dropout:
-        dropped = dropout_layer(dropped, training=training)
+    if dropping:
+        # The MHA's own Dropout layer holds the rate and the seed generator
+        # (so the layer's variables stay Keras MHA's); the mask comes from
+        # the library's cheaper random numbers (docs/performance.md).
+        dropped = dropout(dropped, dropout_layer.rate, seed=dropout_layer.seed_generator)
     if shared:
         output = ops.einsum("nbts,snv->btnv", dropped, value)
         weights = ops.transpose(weights, (1, 0, 2, 3))

@@ -26,6 +26,7 @@ attention block (`layers/unified_attention.py`) are an attention, a
 import keras
 
 from keras_structattn import checks
+from keras_structattn.layers.dropout import Dropout
 from keras_structattn.layers.normalization import StdLayerNormalization
 
 LAYER_NORMS = ("keras", "mcan")
@@ -187,7 +188,7 @@ class FeedForward(keras.layers.Layer):
             name="hidden",
             **dense,
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             self.dropout, seed=seed, name="dropout", dtype=self.dtype_policy
         )
         self.output_dense = keras.layers.Dense(
@@ -275,7 +276,7 @@ class Residual(keras.layers.Layer):
         self.seed = seed
         self.norm = layer_normalization(layer_norm, self.epsilon, name="norm",
                                         dtype=self.dtype_policy)
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             self.dropout, seed=seed, name="dropout", dtype=self.dtype_policy
         )
 

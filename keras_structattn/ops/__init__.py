@@ -24,6 +24,9 @@ from keras_structattn.ops.box_geometry import box_position_features
 from keras_structattn.ops.box_geometry import geometry_embedding
 from keras_structattn.ops.box_geometry import geometry_logits
 from keras_structattn.ops.box_geometry import relative_geometry
+from keras_structattn.ops.dropout import dropout
+from keras_structattn.ops.dropout import keep_mask
+from keras_structattn.ops.dropout import random_bits
 from keras_structattn.ops.kmeans import kmeans_plus_plus
 from keras_structattn.ops.kmeans import minibatch_kmeans
 from keras_structattn.ops.masked_softmax import masked_softmax

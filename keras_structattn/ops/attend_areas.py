@@ -53,6 +53,7 @@ from keras_structattn.ops.areas import area_slots
 from keras_structattn.ops.areas import areas_to_slots
 from keras_structattn.ops.areas import fold_area_slots
 from keras_structattn.ops.areas import slots_to_areas
+from keras_structattn.ops.dropout import dropout
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
 
 KEY_MODES = ("mean", "max", "sample")
@@ -354,7 +355,7 @@ def _attend(
         # Fold the unnormalised slot weights onto the items and normalise once
         # per row: L divisions instead of |R|.
         if use_dropout:
-            numerators = random.dropout(numerators, dropout_rate, seed=seed)
+            numerators = dropout(numerators, dropout_rate, seed=seed)
         if value_mode == "mean":
             numerators = numerators * ops.convert_to_tensor(
                 1.0 / layout.slot_sizes
@@ -362,7 +363,7 @@ def _attend(
         item_weights = fold_area_slots(numerators, layout) / totals
     else:
         if use_dropout:
-            weights = random.dropout(weights, dropout_rate, seed=seed)
+            weights = dropout(weights, dropout_rate, seed=seed)
         if fold:
             item_weights = area_fold(
                 weights,
@@ -665,7 +666,7 @@ def _fused_mean_attention(
         for index, (h, w, _, _) in enumerate(layout.shapes):
             # Distinct draws per shape even when `seed` is a plain int.
             shape_seed = seed + index if isinstance(seed, int) else seed
-            keep[(h, w)] = random.dropout(
+            keep[(h, w)] = dropout(
                 ops.ones_like(grid[..., h - 1 :, w - 1 :]),
                 dropout_rate,
                 seed=shape_seed,

@@ -209,6 +209,30 @@ class LogStep(keras.callbacks.Callback):
             logs["step"] = steps_done(self.model)
 
 
+class EpochTime(keras.callbacks.Callback):
+    """Puts each epoch's wall seconds (`epoch_seconds`) and process CPU
+    seconds per wall second (`cpu_per_wall`: 2.0 keeps both cores of a
+    2-core machine busy; `docs/performance.md`) into its logs.
+
+    It has no batch hook: one would make Keras wait for every step (JAX's
+    asynchronous dispatch included).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._start = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = (time.perf_counter(), time.process_time())
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or self._start is None:
+            return
+        wall = time.perf_counter() - self._start[0]
+        logs["epoch_seconds"] = wall
+        logs["cpu_per_wall"] = (time.process_time() - self._start[1]) / max(wall, 1e-9)
+
+
 class ValidationScores(keras.callbacks.Callback):
     """Adds the task's validation scores (`val_<name>`) to each epoch's logs.
 

@@ -51,6 +51,7 @@ from keras import ops
 from keras_structattn import checks
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.catt_top_down_attention import CATTTopDownAttention
+from keras_structattn.layers.dropout import Dropout
 from keras_structattn.layers.top_down_attention import TopDownAttention
 from models.captioning import hparams_sets
 from models.captioning.base import Captioner
@@ -136,7 +137,7 @@ class UpDownCaptioner(Captioner):
             )
         else:
             self.attention = TopDownAttention(hp.attention_size, name="attention")
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             hp.dropout, seed=self._next_seed(), name="dropout"
         )
 

@@ -58,6 +58,7 @@ from keras_structattn import checks
 from keras_structattn.layers.blocks import BlockBase
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
+from keras_structattn.layers.dropout import Dropout
 from keras_structattn.layers.graph_attention import GraphMultiHeadAttention
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from models.textvqa import hparams_sets
@@ -315,7 +316,7 @@ class M4C(TextVQAModel):
         self.word_positions = keras.layers.Embedding(
             hp.max_question_length, hp.hidden_size, name="word_positions", **policy)
         self.word_norm = norm("word_norm")
-        self.word_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
+        self.word_dropout = Dropout(hp.dropout, seed=next_seed(), **policy)
         self.text_layers = [M4CLayer(hp.hidden_size, hp.filter_size, hp.num_heads, seed=next_seed(),
                                      name=f"text_{i}", **layer)
                             for i in range(hp.num_text_layers)]
@@ -323,11 +324,11 @@ class M4C(TextVQAModel):
         self.object_projection, self.object_norm = dense("object_projection"), norm("object_norm")
         self.object_box_projection = dense("object_box_projection")
         self.object_box_norm = norm("object_box_norm")
-        self.object_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
+        self.object_dropout = Dropout(hp.dropout, seed=next_seed(), **policy)
         self.ocr_projection, self.ocr_norm = dense("ocr_projection"), norm("ocr_norm")
         self.ocr_box_projection = dense("ocr_box_projection")
         self.ocr_box_norm = norm("ocr_box_norm")
-        self.ocr_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
+        self.ocr_dropout = Dropout(hp.dropout, seed=next_seed(), **policy)
         # Previous predictions.
         self.answer_norm = norm("answer_embedding_norm")
         self.copy_norm = norm("copy_embedding_norm")
@@ -335,7 +336,7 @@ class M4C(TextVQAModel):
             hp.num_steps, hp.hidden_size, name="step_positions", **policy)
         self.step_types = keras.layers.Embedding(2, hp.hidden_size, name="step_types", **policy)
         self.step_norm = norm("step_norm")
-        self.step_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
+        self.step_dropout = Dropout(hp.dropout, seed=next_seed(), **policy)
         # The multimodal transformer.
         self.mmt_layers = [
             M4CLayer(hp.hidden_size, hp.filter_size, hp.num_heads, spatial=i >= hp.num_layers,

@@ -27,6 +27,7 @@ from keras import ops
 from keras_structattn import checks
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.blocks import check_sizes
+from keras_structattn.layers.dropout import Dropout
 from keras_structattn.layers.transformer import make_attention
 from models.translation import hparams_sets
 from models.translation.base import Seq2Seq
@@ -121,7 +122,7 @@ class LSTMSeq2Seq(Seq2Seq):
         self.attentional = keras.layers.Dense(
             hidden_size, activation="tanh", use_bias=False, name="attentional"
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             hp.dropout, seed=self._next_seed(), name="dropout"
         )
 

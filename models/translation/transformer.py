@@ -28,6 +28,7 @@ from keras import ops
 from keras_structattn import checks
 from keras_structattn.layers.area_attention import KEY_MODES
 from keras_structattn.layers.blocks import check_sizes
+from keras_structattn.layers.dropout import Dropout
 from keras_structattn.layers.transformer import TransformerDecoderBlock
 from keras_structattn.layers.transformer import TransformerEncoderBlock
 from keras_structattn.ops.attend_areas import VALUE_MODES
@@ -240,7 +241,7 @@ def make_input_dropouts(model, rate):
     order with `model._next_seed()`)."""
     for attribute, name in (("input_dropout", "encoder_input_dropout"),
                             ("target_dropout", "decoder_input_dropout")):
-        setattr(model, attribute, keras.layers.Dropout(rate, seed=model._next_seed(), name=name))
+        setattr(model, attribute, Dropout(rate, seed=model._next_seed(), name=name))
 
 
 def make_stacks(model, hp, areas):

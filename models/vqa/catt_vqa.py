@@ -48,6 +48,7 @@ from keras_structattn.layers.blocks import BlockBase
 from keras_structattn.layers.blocks import check_sizes
 from keras_structattn.layers.blocks import sub_seed
 from keras_structattn.layers.catt_transformer import CATTEncoderBlock
+from keras_structattn.layers.dropout import Dropout
 from keras_structattn.layers.global_dictionary import GlobalDictionary
 from keras_structattn.layers.global_dictionary import uniform_dictionary_initializer
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
@@ -296,7 +297,7 @@ class CATTVQA(VQAModel):
             hp.max_question_length + 1, hp.hidden_size, name="word_positions", **policy)
         self.word_norm = keras.layers.LayerNormalization(
             epsilon=epsilon, name="word_norm", **policy)
-        self.word_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
+        self.word_dropout = Dropout(hp.dropout, seed=next_seed(), **policy)
         self.region_projection = keras.layers.Dense(
             hp.hidden_size, name="region_projection", **policy)
         self.region_norm = keras.layers.LayerNormalization(
@@ -304,7 +305,7 @@ class CATTVQA(VQAModel):
         self.box_projection = keras.layers.Dense(hp.hidden_size, name="box_projection", **policy)
         self.box_norm = keras.layers.LayerNormalization(
             epsilon=epsilon, name="box_norm", **policy)
-        self.region_dropout = keras.layers.Dropout(hp.dropout, seed=next_seed(), **policy)
+        self.region_dropout = Dropout(hp.dropout, seed=next_seed(), **policy)
         block = dict(share_weights=True, activation="gelu", attention_dropout=hp.dropout,
                      layer_dropout=hp.dropout, relu_dropout=0.0, layer_norm_epsilon=epsilon,
                      **policy)

@@ -542,19 +542,23 @@ def test_dropout(kind):
     assert_close(layer(query, value), inference)  # training=None is inference
     output, scores = layer(query, value, training=True, return_attention_scores=True)
     assert not np.allclose(to_np(output), to_np(inference), atol=1e-3)
-    # Keras MHA returns the weights before dropout; with the same seed it
-    # drops the same weights (the same dropout layer, drawn in the same order).
-    expected, expected_scores = reference(query, value, training=True, return_attention_scores=True)
+    # Keras MHA returns the weights before dropout: the same as ours. The
+    # masks come from the library's cheaper random numbers (ops.dropout,
+    # docs/performance.md), the same law as Keras' but another stream, so
+    # the dropped output is checked by its law: unbiased (the mean of many
+    # draws approaches the inference output) and seeded.
+    _, expected_scores = reference(query, value, training=True, return_attention_scores=True)
     assert_scores_close(scores, expected_scores)
-    assert_close(output, expected)
+    draws = [to_np(layer(query, value, training=True)) for _ in range(100)]
+    single = np.abs(draws[0] - to_np(inference)).mean()
+    mean = np.abs(np.mean(draws, axis=0) - to_np(inference)).mean()
+    assert mean < 0.3 * single, (mean, single)  # about 0.1 expected (1/sqrt(100))
     # Seeded: a twin with the same seed drops the same weights.
     twin_output, _ = twin(query, value, training=True, return_attention_scores=True)
     assert_close(twin_output, output)
-    # Without scores too (dropout rules out a fused kernel in both): the
-    # second draws.
+    # Without scores too (dropout rules out a fused kernel in both).
     output = layer(query, value, training=True)
     assert not np.allclose(to_np(output), to_np(inference), atol=1e-3)
-    assert_close(output, reference(query, value, training=True))
 
 
 @each_layer
