@@ -24,6 +24,8 @@ USAGE_EXIT = 2
 FAILURE_EXIT = 1
 INTERRUPTED_EXIT = 130
 RUN_FILE = "run.json"  # a run folder holds a run once this is in it (`recipes._run`)
+# keras_structattn.training.precision.CHOICES, without importing Keras.
+PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 RUN_GROUP = "the run (fixed when `train` first writes --output_dir; leave out to reuse)"
 
 _results = None  # the real stdout while a command runs (see `execute`)
@@ -514,6 +516,10 @@ def _recipe_parser(package, doc, commands, output_dir, hparams_model_types, mode
     run.add_argument("--hparams_set", default=None, help=hparams_set_help)
     run.add_argument("--hparams", default="", help=hparams_help)
     run.add_argument("--seed", type=int, default=None, help=f"default {seed}")
+    run.add_argument("--precision", choices=PRECISIONS, default=None,
+                     help="float32 or mixed_bfloat16 (weights float32, compute bfloat16); "
+                     "default auto: bfloat16 where it trains faster on this machine "
+                     "(docs/performance.md)")
     return parser, run
 
 

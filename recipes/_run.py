@@ -34,6 +34,24 @@ def save_pictures(folder, pictures, items):
     return written
 
 
+def resolve_settings(run, args, given, defaults):
+    """`run.resolve_settings(given, defaults)` with the run's precision:
+    `--precision` (`auto` or left out: the run's, else this machine's
+    choice, `keras_structattn.training.precision`), made the dtype policy
+    of the models built from now on."""
+    from keras_structattn.training import precision  # here: it loads Keras
+
+    flag = None if args.precision in (None, "auto") else args.precision
+    settings = run.resolve_settings(dict(given, precision=flag),
+                                    {**defaults, "precision": precision.resolve("auto")})
+    # Runs made before the setting existed trained in float32.
+    policy = settings.get("precision", "float32")
+    precision.use(policy)
+    if args.command == "train":
+        print(f"[run] precision {policy}")
+    return settings
+
+
 class RunFolder(run_folder.RunFolder):
     """The run folder of a recipe, checked against the command line."""
 

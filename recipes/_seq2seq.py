@@ -32,7 +32,7 @@ def resolve_run(args, given, defaults, check_set, training_commands=("train",)):
     run = RunFolder(args.output_dir)
     if args.command in training_commands:
         given = dict(given, seed=args.seed)
-    settings = run.resolve_settings(given, defaults)
+    settings = _run.resolve_settings(run, args, given, defaults)
     hparams, saved = run.resolve_hparams(args.hparams, settings["hparams_set"],
                                          lambda hparams: check_set(hparams, settings))
     return run, settings, hparams if saved else None

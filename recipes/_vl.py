@@ -152,7 +152,7 @@ class Task:
         given = {k: getattr(args, k) for k in defaults if k != "seed"}
         if args.command == "train":
             given["seed"] = args.seed
-        settings = run.resolve_settings(given, defaults)
+        settings = _run.resolve_settings(run, args, given, defaults)
         if not run.holds_run and settings.get("hparams_set") is None:
             sets = self.RECIPE.PAPER_SETS if self.data_given else self.RECIPE.WORLD_SETS
             settings["hparams_set"] = sets[settings.get("model")]

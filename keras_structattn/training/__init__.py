@@ -11,6 +11,8 @@ Modules:
     feeding: resumable epochs of indexed data, fed to data-parallel `fit`.
     run_folder: a run's files (settings, averaged weights), written whole.
     curves: learning curves drawn from the history CSVs (matplotlib).
+    precision: a run's float32 or mixed bfloat16 training, `auto` by
+        machine.
     self_critical: self-critical sequence training (SCST) of captioners.
     dictionaries: fitting the global dictionaries of a CATT model (K-means)
         before training.

@@ -59,3 +59,13 @@ def kill_at_checkpoint(command, checkpoint, env, timeout=300):
     assert checkpoint.exists(), "the run did not reach its first checkpoint"
     process.send_signal(signal.SIGKILL)
     process.wait()
+
+
+@pytest.fixture(autouse=True)
+def float32_after_each_test():
+    """A recipe command sets its run's precision (`--precision`) as Keras'
+    global dtype policy; the tests after it start from float32 again."""
+    yield
+    import keras
+
+    keras.config.set_dtype_policy("float32")

@@ -147,8 +147,16 @@ def test_visualize_writes_one_png_per_question(trained, capsys):
 def test_other_models_train_evaluate_and_draw(model, trained, tmp_path, capsys):
     out = tmp_path / model
     shutil.copytree(trained / "shapes_world", out / "shapes_world")  # skip generating
-    vqa.main(["train", *flags(out, model, "--epochs", "1")])
+    # MUAN trains in mixed bfloat16: the run keeps its precision.
+    precision = ["--precision", "mixed_bfloat16"] if model == "muan" else []
+    vqa.main(["train", *flags(out, model, "--epochs", "1", *precision)])
     assert "overall" in capsys.readouterr().out
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["precision"] == ("mixed_bfloat16" if model == "muan" else "float32")
+    if model == "muan":
+        with pytest.raises(_cli.UsageError, match=r"--precision float32 \(the run has "
+                           r"mixed_bfloat16\)"):
+            vqa.main(["evaluate", *flags(out, model, "--precision", "float32")])
     (path,) = vqa.main(["visualize", *flags(out, model, "--num_questions", "1")])
     from PIL import Image
 
