@@ -1,45 +1,58 @@
 """Training, forward and decoding speed of every model family, fp32 against mixed bfloat16.
 
-For each model at its paper's shapes (the lines under the header give
-them), on each Keras backend asked for:
+Each model at its paper's shapes (the header's lines give them; the
+batches come from the family's own benchmark): the translation
+Transformer (`transformer_base`, tensor2tensor's 4096-token batch as 64
+pairs of 64 tokens), the Transformer captioner without and with 3x3 area
+attention (`captioner_base`, `captioner_base_area3x3`: 16 images of 8x8
+grids x 5 captions), Up-Down and Up-Down+CATT (`updown_base`,
+`updown_catt_base`: 10 images x 5 captions), MCAN, MCAN+PA and MUAN
+(`mcan_small`, `mcan_pa_small`, `muan_base`: batch 64), M4C and SA-M4C
+(`m4c_base`, `sa_m4c_base`: batch 32). On each Keras backend asked for:
 
-* train ms: one `model.train_on_batch(inputs, targets)` after
+* train ms: `model.train_on_batch(inputs, targets)` after
   `model.compile(optimizer=keras.optimizers.Adam(...), loss=<the recipe's
   loss>, jit_compile=...)`: forward, loss, backward and the Adam update,
-  as a user runs it (M4C's loss is its `compute_loss`, the step mask its
-  sample weight, as in its recipe). examples/s is the batch over it.
-* fwd ms: `model.predict_on_batch(inputs)` (training=False), the teacher-
-  forced pass for the seq2seq models and M4C.
+  as a user runs it (M4C: its own `compute_loss` with the step mask as
+  the sample weight, gradients clipped, as in its recipe); ex/s is the
+  batch over it.
+* fwd ms: `model.predict_on_batch(inputs)` (training=False; the seq2seq
+  models and M4C teacher-forced).
 * decode ms: greedy decoding of the batch as the recipes run it: the
-  translation Transformer and the captioners with
-  `keras_structattn.decoding.seq2seq.compiled_generate` (`beam_size=1`,
-  always XLA; an EOS id that never comes, so every step runs: 64 target
-  tokens, captions of 17), M4C with `predict_on_batch` on inputs without
-  `previous` (`M4C.decode`, cached, 12 steps, under the model's jit).
-* GFLOP/s: XLA's count of the training step's forward and backward
-  (`jax_training_step`'s `cost_analysis()`, computed once per model in a
-  JAX process and used for every backend; Adam's few per weight left out)
-  over the train ms; "% peak" compares it with the fp32 matmul rate
-  measured first (4096 x 4096 @ 4096 x 4096) on the same machine.
+  Transformer and the captioners with `compiled_generate` (`beam_size=1`,
+  always XLA, an EOS that never comes: all 64 or 17 steps run), M4C with
+  `predict_on_batch` without `previous` (`M4C.decode`, 12 cached steps).
+* GFLOP/s: XLA's flops of the training step's forward and backward
+  (`_timing.jax_training_step`'s cost analysis; Adam's few per weight
+  left out), counted once per model in a JAX process and used for every
+  backend, over the train ms; "% peak" compares it with a 4096 x 4096
+  fp32 matmul timed first on the same machine.
 
-Each row comes from one worker process (`--worker`, `KERAS_BACKEND` set in
-its environment) that builds the fp32 model and the mixed_bfloat16 model
-of the family (`keras.config.set_dtype_policy` before building) and
-times them alternately, run after run, after warm-up runs
-(`benchmarks._timing.paired_medians`): each number is a median, and the
-bf16 row's "x fp32" (its train ms over fp32's) comes from interleaved runs
-that share the machine's drift. "RSS MiB" is the worker's peak resident
-memory (`ru_maxrss`): both precisions' models, their compiled programs
-and the batch. On JAX the steps are always jitted (the Keras trainer
-jits); on TensorFlow `--jit` picks `jit_compile` (`both`: a worker each).
+Each model and backend runs in a worker process (`--worker`, with
+`KERAS_BACKEND` set) that builds the fp32 and the mixed_bfloat16 model
+(`keras.config.set_dtype_policy` before building) and times them
+alternately, run after run, after the warm-up runs
+(`_timing.paired_medians`): every time is a median, and the bf16 row's
+"x fp32" (its train ms over fp32's) comes from interleaved runs that
+share the machine's drift. "RSS MiB" is the worker's peak resident memory
+(`ru_maxrss`): both precisions' models, their compiled programs and the
+batch. JAX always jits (the Keras trainer does; a JAX worker keeps
+TensorFlow out, as a JAX-only install would); TensorFlow's rows follow
+`--jit` (`both`: a worker each, "tf" and "tf+xla").
 
-"x torch" is PyTorch's fp32 time over ours (above 1: faster than the
-reference) for train/forward/decode of MCAN and M4C at their reference
-batches (not with --quick). PyTorch is not a dependency: the reference
-figures are constants below, measured with the reference codes on a
-2-core CPU of the same kind as the one these results come from.
+"x torch" is PyTorch's fp32 time over ours (above 1: faster) for train/
+forward/decode of MCAN and M4C at the reference batches. PyTorch is not a
+dependency: the reference figures are constants below, measured with the
+reference codes (OpenVQA, mmf) on a 2-core CPU of the kind these results
+come from.
 
-Usage:
+`--quick` is a smoke run: the tiny sets (`transformer_tiny`,
+`captioner_tiny`, `updown_tiny`, `mcan_tiny`, `m4c_tiny` with 4 decoding
+steps, ...), batches of 2-4, 1 warm-up and 1 timed run, a 512 x 512
+matmul, the flops of the step before XLA's optimisations (no second
+compile); its times mean nothing.
+
+Usage (the table on stdout, progress on stderr):
     python -m benchmarks.model_speed [--backends tensorflow,jax] [--jit both]
         [--models mcan,m4c] [--precision fp32,bf16] [--repeats 5] [--warmup 2]
         [--quick] > benchmarks/results_model_speed_<machine>.txt
@@ -84,27 +97,35 @@ TORCH = {
 # --quick's changes to the tiny sets: M4C's decoding is unrolled, and 4
 # steps compile in about a third of the time of 12.
 QUICK_OVERRIDES = {"textvqa": "num_steps=4"}
+JITS = {"on": ("on",), "off": ("off",), "both": ("off", "on")}  # TensorFlow's workers
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16"}
 _JSON_OUT = None  # the worker's stdout for its JSON lines (`_claim_stdout`)
 TRANSLATION_VOCAB = 32_768  # tensor2tensor's wmt32k subwords (2^15)
+PEAK_REPEATS = 5  # matmuls timed for the peak, after one warm-up
 
 
 # ------------------------------------------------------------- the families
-# Each returns a namespace: `build()` (an unbuilt model), `inputs`,
-# `targets`, `sample_weight`, `loss` (for `compile`; None: the model's
-# `compute_loss`), `flops_loss(targets, outputs)`, `decoder(model)` (None:
-# no decoding) and `shapes` (a line). The batches come from the family's
-# own benchmark.
 
 
-def _generate(vocab_size, length):
+def case_of(**fields):
+    """A family's case, a namespace: `build()` (an unbuilt model), `inputs`,
+    `targets`, `sample_weight` (default None), `loss` (for `compile`; None:
+    the model's own `compute_loss`), `flops_loss(targets, outputs)` and
+    `flops_targets` (the training step whose flops are counted; default
+    `loss` and `targets`), `decoder(model)` (a decoding step, or None),
+    `batch` (examples) and `shapes` (a line)."""
+    values = dict(sample_weight=None, flops_loss=None, flops_targets=None, decoder=None)
+    return types.SimpleNamespace(**dict(values, **fields))
+
+
+def greedy_decoder(source, vocab_size, length):
     """`decoder(model)` of a seq2seq model: greedy `compiled_generate` of
-    `length` tokens of the batch's features or sources."""
+    `length` tokens from `source` (ids or image features), waited for."""
     from keras import ops
 
     from keras_structattn.decoding.seq2seq import compiled_generate
 
-    def decoder(model, source):
+    def decoder(model):
         # An EOS that never comes: every row runs all `length` steps.
         generate = compiled_generate(model, max_decode_length=length, beam_size=1,
                                      eos_id=vocab_size + 1)
@@ -114,8 +135,9 @@ def _generate(vocab_size, length):
 
 
 def translation(hparams, quick, rng):
-    """tensor2tensor's batch of 4096 tokens (`batch_size`) as 64 pairs of
-    64 tokens (source and target), greedy decoding of 64 tokens."""
+    """tensor2tensor's batch of 4096 tokens (the set's `batch_size`) as 64
+    pairs of 64 source and 64 target tokens (benchmarks/translate.py's
+    `batch`), a vocabulary of 32,768; greedy decoding of 64 tokens."""
     from benchmarks import translate
     from keras_structattn.training.losses import PaddedCrossEntropy
     from models.translation.transformer import Transformer
@@ -123,18 +145,17 @@ def translation(hparams, quick, rng):
     rows, length = (4, 16) if quick else (hparams.batch_size // 64, 64)
     vocab = translate.VOCAB if quick else TRANSLATION_VOCAB
     inputs, targets = translate.batch(rng, rows, length)
-    generate = _generate(vocab, length)
-    return types.SimpleNamespace(
+    return case_of(
         build=lambda: Transformer.from_hparams(hparams, vocab, seed=0), inputs=inputs,
-        targets=targets, sample_weight=None, loss=PaddedCrossEntropy(hparams.label_smoothing),
-        decoder=lambda model: generate(model, inputs[0]), batch=rows,
+        targets=targets, loss=PaddedCrossEntropy(hparams.label_smoothing),
+        decoder=greedy_decoder(inputs[0], vocab, length), batch=rows,
         shapes=f"{rows} sentence pairs x {length} tokens, vocab {vocab}, greedy "
                f"decoding of {length} tokens")
 
 
 def grid_captioner(hparams, quick, rng):
-    """The area-attention captioner's batch (benchmarks/caption.py): 16
-    images of 8x8x1536 features x 5 captions of 17 tokens."""
+    """The area-attention captioner's batch (benchmarks/caption.py's): the
+    set's 16 images of 8x8x1536 features x 5 captions of 17 tokens."""
     # caption.py runs as a script and imports `_timing` from its folder.
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from benchmarks import caption
@@ -145,20 +166,18 @@ def grid_captioner(hparams, quick, rng):
                                   captions_per_image=5, length=17, grid=8, feature_dim=1536,
                                   vocab=10_000)
     inputs, targets = caption.training_batch(shape)
-    generate = _generate(shape.vocab, shape.length)
-    return types.SimpleNamespace(
+    return case_of(
         build=lambda: TransformerCaptioner.from_hparams(hparams, shape.vocab, seed=0),
-        inputs=inputs, targets=targets, sample_weight=None,
-        loss=PaddedCrossEntropy(hparams.label_smoothing),
-        decoder=lambda model: generate(model, inputs[0]), batch=shape.images,
+        inputs=inputs, targets=targets, loss=PaddedCrossEntropy(hparams.label_smoothing),
+        decoder=greedy_decoder(inputs[0], shape.vocab, shape.length), batch=shape.images,
         shapes=f"{shape.images} images of {shape.grid}x{shape.grid}x{shape.feature_dim} x "
                f"{shape.captions_per_image} captions of {shape.length} tokens, vocab "
                f"{shape.vocab}, greedy decoding of {shape.length} tokens")
 
 
 def region_captioner(hparams, quick, rng):
-    """Up-Down's batch (benchmarks/catt_caption_speed.py): 10 images of 36
-    regions x 2048 x 5 captions of 17 tokens."""
+    """Up-Down's batch (benchmarks/catt_caption_speed.py's): 10 images of
+    36 regions x 2048 x 5 captions of 17 tokens."""
     from benchmarks import catt_caption_speed as speed
     from keras_structattn.training.losses import PaddedCrossEntropy
     from models.captioning.updown import UpDownCaptioner
@@ -166,20 +185,18 @@ def region_captioner(hparams, quick, rng):
     images = 2 if quick else speed.IMAGES
     (features, decoder_inputs), targets = speed.batch(rng)
     features = {key: value[:images] for key, value in features.items()}
-    inputs, targets = (features, decoder_inputs[:images]), targets[:images]
-    generate = _generate(speed.VOCAB, speed.LENGTH)
-    return types.SimpleNamespace(
+    return case_of(
         build=lambda: UpDownCaptioner.from_hparams(hparams, speed.VOCAB, seed=0),
-        inputs=inputs, targets=targets, sample_weight=None,
+        inputs=(features, decoder_inputs[:images]), targets=targets[:images],
         loss=PaddedCrossEntropy(hparams.label_smoothing),
-        decoder=lambda model: generate(model, features), batch=images,
+        decoder=greedy_decoder(features, speed.VOCAB, speed.LENGTH), batch=images,
         shapes=f"{images} images of {speed.REGIONS} regions x {speed.FEATURES} x "
                f"{speed.CAPTIONS} captions of {speed.LENGTH} tokens, vocab {speed.VOCAB}, "
                f"greedy decoding of {speed.LENGTH} tokens")
 
 
 def vqa(hparams, quick, rng):
-    """MCAN's batch (benchmarks/vqa_speed.py): 64 questions of 14 words,
+    """MCAN's batch (benchmarks/vqa_speed.py's): 64 questions of 14 words,
     100 regions x 2048, 3,129 answers."""
     from benchmarks import vqa_speed as speed
     from keras_structattn.training.losses import SoftTargetBinaryCrossEntropy
@@ -187,30 +204,32 @@ def vqa(hparams, quick, rng):
 
     size = 4 if quick else speed.BATCH
     inputs, targets = speed.batch(rng)
-    inputs, targets = {key: value[:size] for key, value in inputs.items()}, targets[:size]
-    return types.SimpleNamespace(
+    return case_of(
         build=lambda: build_vqa_model(hparams, speed.VOCAB, speed.ANSWERS, seed=0),
-        inputs=inputs, targets=targets, sample_weight=None, loss=SoftTargetBinaryCrossEntropy(),
-        decoder=None, batch=size,
+        inputs={key: value[:size] for key, value in inputs.items()}, targets=targets[:size],
+        loss=SoftTargetBinaryCrossEntropy(), batch=size,
         shapes=f"{size} questions of {speed.WORDS} words, {speed.REGIONS} regions x "
                f"{speed.FEATURES}, {speed.ANSWERS} answers, vocab {speed.VOCAB}")
 
 
 def textvqa(hparams, quick, rng):
-    """mmf's M4C batch of 32 (benchmarks/textvqa_speed.py's shapes); the
-    teacher-forced scores of 12 steps, greedy decoding of 12 steps."""
+    """M4C's batch at mmf's reference batch of 32 (benchmarks/
+    textvqa_speed.py's `batch`: 20 question tokens, 100 objects, 50 OCR
+    tokens, 12 steps); greedy decoding: `predict` without `previous`."""
     from benchmarks import textvqa_speed as speed
     from models.textvqa.m4c import M4C
     from models.textvqa.m4c import m4c_loss
 
-    size = 4 if quick else 32
+    size = 4 if quick else TORCH["m4c"][0]
     inputs, (targets, loss_mask) = speed.batch(rng, size, hparams)
     if hparams.num_spatial_layers == 0:
         del inputs["relations"]
     unrolled = {key: value for key, value in inputs.items() if key != "previous"}
-    return types.SimpleNamespace(
+    return case_of(
         build=lambda: M4C.from_hparams(hparams, speed.QUESTION_VOCAB, speed.ANSWER_VOCAB,
                                        seed=0),
+        # The recipe compiles without a loss (M4C's `compute_loss`) and
+        # feeds the step mask as the sample weight.
         inputs=inputs, targets=targets, sample_weight=loss_mask, loss=None,
         flops_loss=lambda y, scores: m4c_loss(y[0], scores, y[1]),
         flops_targets=(targets, loss_mask),
@@ -322,8 +341,8 @@ def flops_of(case, model, compiled=True):
 
     from benchmarks._timing import jax_training_step
 
-    loss = getattr(case, "flops_loss", None) or case.loss
-    targets = getattr(case, "flops_targets", case.targets)
+    loss = case.flops_loss or case.loss
+    targets = case.targets if case.flops_targets is None else case.flops_targets
     if compiled:
         return jax_training_step(model, loss, case.inputs, targets)[1]["flops"]
     non_trainable = [v.value for v in model.non_trainable_variables]
@@ -350,7 +369,7 @@ def worker(args):
     from benchmarks._timing import paired_medians
 
     if args.peak:  # before any model: the machine's peak, in the first worker
-        measure_peak(args.peak, args.repeats)
+        measure_peak(args.peak, PEAK_REPEATS)
     backend = keras.backend.backend()
     jit = True if backend == "jax" else args.jit == "on"
     case = make_case(args.worker, args.quick)
@@ -389,7 +408,6 @@ def worker(args):
              rss_mib=rss)
     if backend == "jax":  # after the RSS: the extra compile is not the benchmark's
         emit(model=args.worker, flops=flops_of(case, models[precisions[0]], not args.quick))
-
 
 
 # ------------------------------------------------------------------ driver
@@ -441,83 +459,108 @@ def backend_label(row):
     return "tf+xla" if row["jit"] else "tf"
 
 
-def torch_ratios(row, quick):
-    """"t/f/d": PyTorch's fp32 seconds over ours for train, forward, decode."""
-    if quick or row["model"] not in TORCH or TORCH[row["model"]][0] != row["batch"]:
+def torch_ratios(row):
+    """"t/f/d": PyTorch's fp32 seconds over ours for train, forward, decode
+    ("" for a model or batch without reference figures)."""
+    if row["model"] not in TORCH or TORCH[row["model"]][0] != row["batch"]:
         return ""
     ours = (row["train_ms"], row["forward_ms"], row["decode_ms"])
     return "/".join("-" if ref is None or mine is None else f"{1e3 * ref / mine:.2f}"
                     for ref, mine in zip(TORCH[row["model"]][1:], ours))
 
 
+# The table's (heading, width); the first 3 columns are left-aligned.
+COLUMNS = (("model", 14), ("backend", 7), ("prec", 4), ("batch", 5), ("train ms", 9),
+           ("ex/s", 8), ("fwd ms", 8), ("decode ms", 9), ("RSS MiB", 8), ("GFLOP/s", 8),
+           ("% peak", 6), ("x fp32", 6), ("x torch t/f/d", 15))
+
+
+def table_line(values):
+    return " ".join(f"{value:{'<' if i < 3 else '>'}{width}s}"
+                    for i, (value, (_, width)) in enumerate(zip(values, COLUMNS))).rstrip()
+
+
 def print_table(rows, flops, peak, quick):
+    """Prints the rows (the workers' records) with their rates: examples/s,
+    GFLOP/s (`flops[model]` over the train ms), % of the `peak`, bf16 over
+    the fp32 row of its model and backend, PyTorch over ours."""
     def ms(value):
         return "-" if value is None else f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
-    columns = (("model", 14), ("backend", 7), ("prec", 4), ("batch", 5), ("train ms", 9),
-               ("ex/s", 8), ("fwd ms", 8), ("decode ms", 9), ("RSS MiB", 8), ("GFLOP/s", 8),
-               ("% peak", 6), ("x fp32", 6), ("x torch t/f/d", 15))
-    header = " ".join(f"{name:{'<' if i < 3 else '>'}{width}s}"
-                      for i, (name, width) in enumerate(columns))
+    header = table_line([heading for heading, _ in COLUMNS])
     print(header)
     print("-" * len(header))
     fp32 = {(r["model"], backend_label(r)): r for r in rows if r["precision"] == "fp32"}
     for row in rows:
         gflops = (flops.get(row["model"]) or 0) / row["train_ms"] / 1e6
         base = fp32.get((row["model"], backend_label(row)))
-        values = (row["model"], backend_label(row), row["precision"], str(row["batch"]),
-                  ms(row["train_ms"]), f"{1e3 * row['batch'] / row['train_ms']:.1f}",
-                  ms(row["forward_ms"]), ms(row["decode_ms"]), f"{row['rss_mib']:.0f}",
-                  f"{gflops:.1f}" if gflops else "", f"{100 * gflops / peak:.1f}"
-                  if gflops and peak else "",
-                  f"{row['train_ms'] / base['train_ms']:.2f}"
-                  if base and row is not base else "", torch_ratios(row, quick))
-        print(" ".join(f"{value:{'<' if i < 3 else '>'}{width}s}"
-                       for i, (value, (_, width)) in enumerate(zip(values, columns))),
-              flush=True)
-    print("# RSS MiB: the worker's peak resident memory (ru_maxrss), one process holding both "
-          "precisions' models\n# x fp32: bf16's train ms over fp32's, timed alternately in "
-          "that process\n# GFLOP/s: XLA's flops of the training step (JAX cost analysis, the "
-          "same for every backend) over the train ms; % peak: of the matmul peak above")
-    if not quick:
-        print("# x torch t/f/d: PyTorch fp32 seconds over ours, train/forward/decode, against "
-              "OpenVQA MCAN-small (batch 64: 6.52 s / 1.73 s) and mmf M4C (batch 32: 5.60 s / "
-              "1.99 s / 25.8 s, decoding uncached) on a 2-core CPU of this kind")
+        print(table_line((
+            row["model"], backend_label(row), row["precision"], str(row["batch"]),
+            ms(row["train_ms"]), f"{1e3 * row['batch'] / row['train_ms']:.1f}",
+            ms(row["forward_ms"]), ms(row["decode_ms"]), f"{row['rss_mib']:.0f}",
+            f"{gflops:.1f}" if gflops else "", f"{100 * gflops / peak:.1f}"
+            if gflops and peak else "",
+            f"{row['train_ms'] / base['train_ms']:.2f}" if base and row is not base else "",
+            "" if quick else torch_ratios(row))), flush=True)
+    both = len({row["precision"] for row in rows}) > 1
+    print("# RSS MiB: the worker's peak resident memory (ru_maxrss)"
+          + (": one process holds both precisions' models\n# x fp32: bf16's train ms over "
+             "fp32's, timed alternately in that process" if both else ""))
+    print("# GFLOP/s: XLA's flops of the training step (JAX's cost analysis, used for every "
+          "backend) over the train ms; % peak: of the matmul peak above")
+    if quick:
+        print("# --quick: tiny sets and batches, flops of the unoptimised step; no PyTorch "
+              "ratios (other shapes)")
+    else:
+        (mcan_batch, *mcan), (m4c_batch, *m4c) = TORCH["mcan"], TORCH["m4c"]
+        print("# x torch t/f/d: PyTorch fp32 seconds over ours (above 1: faster), train/"
+              f"forward/decode: OpenVQA MCAN-small at batch {mcan_batch} "
+              f"({mcan[0]:.2f}/{mcan[1]:.2f} s), mmf M4C at batch {m4c_batch} ({m4c[0]:.2f}/"
+              f"{m4c[1]:.2f}/{m4c[2]:.1f} s, decoding without a key/value cache), measured "
+              "on a 2-core CPU of this kind")
+
+
+def worker_settings(backends, jit):
+    """`(backend, --jit)` of each worker of a model: JAX always jits (the
+    Keras trainer does); TensorFlow as `jit` says (`both`: off, then on)."""
+    for backend in backends:
+        for setting in ("on",) if backend == "jax" else JITS[jit]:
+            yield backend, setting
 
 
 def driver(args):
+    """Runs the workers, model by model, and prints the header, the
+    matmul peak, each model's shapes and the table."""
     backends = args.backends.split(",")
     print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores, "
           f"{processor()}; {versions(backends)}; load average "
           + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15 min)")
     print("# command: python -m benchmarks.model_speed " + " ".join(args.argv))
-    print(f"# medians of {args.repeats} after {args.warmup} warm-up runs, fp32 and bf16 "
-          "timed alternately in one worker process per model and backend", flush=True)
+    print(f"# each time: the median of {args.repeats} run(s) after {args.warmup} warm-up run(s)"
+          + (", fp32 and bf16 timed alternately" if "," in args.precision else "")
+          + "; one worker process per model and backend", flush=True)
     size = 512 if args.quick else 4096
     peak_option = ["--peak", str(size)]  # measured by the first worker, before its model
     peak, rows, flops = None, [], {}
     for name in args.models.split(","):
         shapes = None
-        for backend in backends:
-            jits = ("on",) if backend == "jax" else {"both": ("off", "on")}.get(args.jit,
-                                                                                (args.jit,))
-            for jit in jits:
-                options = ["--worker", name, "--jit", jit] + peak_option
-                for record in run_worker(backend, options, args) or []:
-                    if "peak_gflops" in record:
-                        peak = record["peak_gflops"]
-                        print(f"# measured matmul peak: {peak:.1f} GFLOP/s (fp32 {size}x{size} "
-                              f"@ {size}x{size}, {backend}, XLA, median of {args.repeats})",
-                              flush=True)
-                    elif "shapes" in record and shapes is None:
-                        shapes = record["shapes"]
-                        print(f"# {name}: {shapes}", flush=True)
-                    elif "flops" in record:
-                        flops[name] = record["flops"]
-                    elif "train_ms" in record:
-                        rows.append(record)
-                peak_option = []
-        if name not in flops and "jax" not in backends:
+        for backend, jit in worker_settings(backends, args.jit):
+            records = run_worker(backend, ["--worker", name, "--jit", jit, *peak_option], args)
+            peak_option = []
+            for record in records or []:
+                if "peak_gflops" in record:
+                    peak = record["peak_gflops"]
+                    print(f"# measured matmul peak: {peak:.1f} GFLOP/s (fp32 {size}x{size} @ "
+                          f"{size}x{size}, {backend}, XLA, median of {PEAK_REPEATS})",
+                          flush=True)
+                elif "shapes" in record and shapes is None:
+                    shapes = record["shapes"]
+                    print(f"# {name}: {shapes}", flush=True)
+                elif "flops" in record:
+                    flops[name] = record["flops"]
+                elif "train_ms" in record:
+                    rows.append(record)
+        if name not in flops and "jax" not in backends:  # the same work on every backend
             records = run_worker("jax", ["--worker", name, "--flops_only"], args)
             flops[name] = (records or [{}])[0].get("flops")
     print()
@@ -528,7 +571,7 @@ def parse_arguments(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backends", default="tensorflow,jax",
                         help="comma list of Keras backends, a worker process each")
-    parser.add_argument("--jit", choices=("on", "off", "both"), default="both",
+    parser.add_argument("--jit", choices=sorted(JITS), default="both",
                         help="TensorFlow's jit_compile (JAX always jits)")
     parser.add_argument("--models", default=",".join(MODELS),
                         help=f"comma list of {', '.join(MODELS)} (default all)")
