@@ -100,6 +100,7 @@ QUICK_OVERRIDES = {"textvqa": "num_steps=4"}
 JITS = {"on": ("on",), "off": ("off",), "both": ("off", "on")}  # TensorFlow's workers
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16"}
 _JSON_OUT = None  # the worker's stdout for its JSON lines (`_claim_stdout`)
+FAILED = []  # the driver's failed workers: its exit status is then 1
 TRANSLATION_VOCAB = 32_768  # tensor2tensor's wmt32k subwords (2^15)
 PEAK_REPEATS = 5  # matmuls timed for the peak, after one warm-up
 
@@ -423,6 +424,7 @@ def run_worker(backend, options, args):
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     if result.returncode:
+        FAILED.append(options)
         print(f"# {' '.join(options)} on {backend}: the worker failed (exit "
               f"{result.returncode}; its stderr says why)", flush=True)
         return None
@@ -530,7 +532,8 @@ def worker_settings(backends, jit):
 
 def driver(args):
     """Runs the workers, model by model, and prints the header, the
-    matmul peak, each model's shapes and the table."""
+    matmul peak, each model's shapes and the table; returns the exit
+    status (1 if a worker failed: the table lacks its rows)."""
     backends = args.backends.split(",")
     print(f"# {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores, "
           f"{processor()}; {versions(backends)}; load average "
@@ -565,6 +568,7 @@ def driver(args):
             flops[name] = (records or [{}])[0].get("flops")
     print()
     print_table(rows, flops, peak, args.quick)
+    return 1 if FAILED else 0
 
 
 def parse_arguments(argv):
@@ -604,7 +608,7 @@ def main(argv=None):
     if args.worker:
         worker(args)
     else:
-        driver(args)
+        sys.exit(driver(args))
 
 
 if __name__ == "__main__":
