@@ -144,3 +144,20 @@ def test_bad_path_is_named(tmp_path):
 def test_unbuilt_model_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="built"):
         restore_latest(keras.Sequential([keras.layers.Dense(2)]), tmp_path)
+
+
+def test_epoch_time_logs_wall_seconds_and_cpu_use():
+    """`EpochTime` puts each epoch's wall seconds and CPU seconds per wall
+    second into the logs (the history CSV's columns), with no batch hook."""
+    from keras_structattn.training.callbacks import EpochTime
+
+    model = make_model()
+    x, y = data()
+    timer = EpochTime()
+    history = model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[timer])
+    assert len(history.history["epoch_seconds"]) == 2
+    assert all(s > 0 for s in history.history["epoch_seconds"])
+    # Busy CPU per wall second: positive, and at most one per core (plus
+    # rounding of the process clock).
+    assert all(0 < c <= os.cpu_count() + 0.5 for c in history.history["cpu_per_wall"])
+    assert type(timer).on_train_batch_end is keras.callbacks.Callback.on_train_batch_end
