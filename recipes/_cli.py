@@ -452,7 +452,8 @@ def vl_parser(package, doc, commands, run_defaults, *, models=None, hparams_set_
     add_budget_flags(train, metrics, train_steps=True)
     train.add_argument("--batch_size", type=positive_int, default=None,
                        help="default: the hparams' batch_size")
-    _add_fit_flags(train, keep_checkpoints=3)
+    _add_fit_flags(train, keep_checkpoints=3,
+                   jit_help=", with XLA on TensorFlow too: docs/performance.md")
     add_distribution_flags(parser)
     out = parser.add_argument_group(title)
     out.add_argument("--split", choices=split_choices, default="test",

@@ -52,12 +52,17 @@ def replicas_of(args):
     return replicas
 
 
-def jit_flag(args, replicas=None):
+def jit_flag(args, replicas=None, xla_on_tensorflow=False):
     """--jit as `jit_compile` under `replicas`; without XLA on TensorFlow, op
-    determinism on, so that a resumed run equals a straight one."""
+    determinism on, so that a resumed run equals a straight one.
+    `xla_on_tensorflow`: `auto` means XLA on TensorFlow too (where Keras
+    leaves it off on a CPU), for the recipes whose steps XLA speeds up
+    (docs/performance.md)."""
     jit = JIT[args.jit]
     if replicas is not None:
         jit = jit_for(replicas, jit)
+    if jit == "auto" and xla_on_tensorflow and keras.backend.backend() == "tensorflow":
+        jit = True
     if jit is False and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
