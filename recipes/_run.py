@@ -45,10 +45,7 @@ def resolve_settings(run, args, given, defaults):
     settings = run.resolve_settings(dict(given, precision=flag),
                                     {**defaults, "precision": precision.resolve("auto")})
     # Runs made before the setting existed trained in float32.
-    policy = settings.get("precision", "float32")
-    precision.use(policy)
-    if args.command == "train":
-        print(f"[run] precision {policy}")
+    precision.use(settings.get("precision", "float32"))
     return settings
 
 

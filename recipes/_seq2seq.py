@@ -51,7 +51,8 @@ def build_run(args, run, settings, hparams, vocab, vocab_file, build, described,
               write=True):
     """The model `build(seed)` builds; only then is a new run (`vocab` as
     `vocab_file`) committed if `write`. `described` tells the vocabulary."""
-    print(f"[hparams] {settings['hparams_set']}: {hparams}")
+    print(f"[hparams] {settings['hparams_set']} ({settings.get('precision', 'float32')}): "
+          f"{hparams}")
     keras.utils.set_random_seed(settings["seed"])
     model = build(settings["seed"])
     if not run.holds_run and write:

@@ -186,7 +186,8 @@ class Task:
         else:
             vocabs = self.new_vocabs(splits, settings, hparams)
             hparams, word_vectors = self.new_hparams(splits, settings, hparams, vocabs)
-        print(f"[hparams] {settings['hparams_set']}: {hparams}")
+        print(f"[hparams] {settings['hparams_set']} ({settings.get('precision', 'float32')}): "
+              f"{hparams}")
         keras.utils.set_random_seed(settings["seed"])
         model = self.build_model(hparams, vocabs, word_vectors, settings["seed"])
         if not resuming and write:
