@@ -12,6 +12,7 @@ FAST_COMPILE = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive
 
 
 def test_quick_run_tables_both_precisions_of_mcan_and_m4c():
+    """MCAN and M4C (its decoding too): the driver, two JAX workers, the table."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
                XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
     result = subprocess.run(

@@ -549,10 +549,10 @@ def test_dropout(kind):
     # draws approaches the inference output) and seeded.
     _, expected_scores = reference(query, value, training=True, return_attention_scores=True)
     assert_scores_close(scores, expected_scores)
-    draws = [to_np(layer(query, value, training=True)) for _ in range(100)]
+    draws = [to_np(layer(query, value, training=True)) for _ in range(50)]
     single = np.abs(draws[0] - to_np(inference)).mean()
     mean = np.abs(np.mean(draws, axis=0) - to_np(inference)).mean()
-    assert mean < 0.3 * single, (mean, single)  # about 0.1 expected (1/sqrt(100))
+    assert mean < 0.3 * single, (mean, single)  # about 0.14 expected (1/sqrt(50))
     # Seeded: a twin with the same seed drops the same weights.
     twin_output, _ = twin(query, value, training=True, return_attention_scores=True)
     assert_close(twin_output, output)

@@ -21,7 +21,9 @@ TINY = "hidden_size=16,num_heads=2,filter_size=32,num_blocks=1,word_dim=8,batch_
 def flags(out, *extra):
     return ["--output_dir", str(out), "--hparams", TINY, "--world_train", "24",
             "--world_val", "4", "--world_test", "6", "--predict_batch_size", "16",
-            "--verbose", "0", *extra]
+            # Without XLA (tiny steps: compiling costs more than it saves);
+            # the VQA recipe's tests cover the default, XLA.
+            "--verbose", "0", "--jit", "off", *extra]
 
 
 @pytest.fixture(scope="module")

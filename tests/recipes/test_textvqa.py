@@ -29,7 +29,9 @@ def flags(out, model="sa_m4c", *extra):
     return ["--output_dir", str(out), "--model", model,
             "--hparams", TINY.format(1 if model == "sa_m4c" else 0),
             "--world_train", "24", "--world_val", "4", "--world_test", "8",
-            "--predict_batch_size", "16", "--verbose", "0", *extra]
+            # Without XLA (tiny steps: compiling costs more than it saves);
+            # the VQA recipe's tests cover the default, XLA.
+            "--predict_batch_size", "16", "--verbose", "0", "--jit", "off", *extra]
 
 
 @pytest.fixture(scope="module")
