@@ -13,6 +13,7 @@ from keras import ops
 from keras_structattn import checks
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.blocks import clone_initializer
+from keras_structattn.ops.additive_scores import additive_scores
 from keras_structattn.ops.masked_softmax import masked_softmax
 
 
@@ -121,13 +122,9 @@ class TopDownAttention(keras.layers.Layer):
             query = ops.expand_dims(query, 1)
         if projected_value is None:
             projected_value = self.value_projection(value)
-        projected_query = self.query_projection(query)[:, :, None, :]  # [B, T, 1, a]
-        if len(value.shape) == 2:
-            projected_value = projected_value[None, None]  # [1, 1, N, a]
-        else:
-            projected_value = projected_value[:, None]  # [B, 1, N, a]
-        hidden = ops.tanh(projected_query + projected_value)
-        logits = ops.cast(self.score(hidden)[..., 0], "float32")  # [B, T, N]
+        logits = additive_scores(  # float32 [B, T, N]
+            self.query_projection(query), projected_value,
+            self.score.kernel, self.score.bias if self.use_bias else None)
         mask = None
         if value_mask is not None:
             mask = ops.cast(value_mask, "bool")
