@@ -35,11 +35,14 @@ def batch(rng, b=3, s=7, t=6):
 
 
 def step_by_step(model, source, decoder_inputs, max_length):
+    """The logits of `decode_step` run word by word over `decoder_inputs`,
+    the step compiled once (eager JAX would compile each of its ops)."""
     encoder_outputs, mask = model.encode(source)
     cache = model.initial_cache(encoder_outputs, mask, max_length)
+    decode_step = jit(model.decode_step)
     logits = []
     for i in range(decoder_inputs.shape[1]):
-        step, cache = model.decode_step(
+        step, cache = decode_step(
             decoder_inputs[:, i : i + 1], cache, ops.convert_to_tensor(i, "int32")
         )
         logits.append(ops.convert_to_numpy(step))
@@ -86,14 +89,23 @@ def test_cached_decoding_step_compiles():
         np.testing.assert_allclose(ops.convert_to_numpy(logits), full[:, i], atol=1e-5)
 
 
+def forward(model, inputs):
+    """`model(inputs)` compiled (NumPy): eager JAX would compile each op of
+    the pass one by one (10 s for the area attention models)."""
+    if not model.built:  # built symbolically, outside the compiled function
+        model(keras.tree.map_structure(lambda x: keras.KerasTensor(x.shape, str(x.dtype)),
+                                       inputs))
+    return ops.convert_to_numpy(jit(model)(inputs))
+
+
 def test_padding_of_the_source_does_not_change_the_output():
     model = tiny(num_area_layers=2, max_area_width=3)
     rng = np.random.default_rng(2)
     source, decoder_inputs, _ = batch(rng, b=1, s=5)
     source[:] = np.maximum(source, 2)  # no padding in the unpadded copy
     padded = np.concatenate([source, np.zeros((1, 4), "int32")], axis=1)
-    a = ops.convert_to_numpy(model((source, decoder_inputs)))
-    b = ops.convert_to_numpy(model((padded, decoder_inputs)))
+    a = forward(model, (source, decoder_inputs))
+    b = forward(model, (padded, decoder_inputs))
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
@@ -103,8 +115,8 @@ def test_causality_future_targets_do_not_change_earlier_logits():
     source, decoder_inputs, _ = batch(rng)
     changed = decoder_inputs.copy()
     changed[:, 4:] = (changed[:, 4:] + 5) % VOCAB
-    a = ops.convert_to_numpy(model((source, decoder_inputs)))
-    b = ops.convert_to_numpy(model((source, changed)))
+    a = forward(model, (source, decoder_inputs))
+    b = forward(model, (source, changed))
     np.testing.assert_allclose(a[:, :4], b[:, :4], atol=1e-5)
     assert np.abs(a[:, 4:] - b[:, 4:]).max() > 1e-4
 
@@ -222,7 +234,8 @@ def test_hparams_overrides_and_errors(tmp_path):
 def test_from_hparams_builds_the_set():
     hp = registry.resolve("transformer_tiny_area", "num_hidden_layers=3")
     model = Transformer.from_hparams(hp, vocab_size=VOCAB)
-    model((np.ones((1, 4), "int32"), np.zeros((1, 3), "int32")))
+    # Built symbolically: eager JAX would compile each op of the pass.
+    model((keras.KerasTensor((1, 4), "int32"), keras.KerasTensor((1, 3), "int32")))
     assert len(model.encoder_blocks) == 3
     assert model.encoder_blocks[1].area == dict(
         max_area_width=3, max_area_height=1, memory_height=1,
