@@ -26,7 +26,8 @@ grids x 5 captions), Up-Down and Up-Down+CATT (`updown_base`,
   (`_timing.jax_training_step`'s cost analysis; Adam's few per weight
   left out), counted once per model in a JAX process and used for every
   backend, over the train ms; "% peak" compares it with a 4096 x 4096
-  fp32 matmul timed first on the same machine.
+  fp32 matmul timed first on the same machine. Not for Up-Down(+CATT):
+  XLA counts the body of their recurrent loop once, not once a word.
 
 Each model and backend runs in a worker process (`--worker`, with
 `KERAS_BACKEND` set) that builds the fp32 and the mixed_bfloat16 model
@@ -85,6 +86,10 @@ MODELS = {
     "m4c": ("textvqa", "m4c_base", "m4c_tiny"),
     "sa_m4c": ("textvqa", "sa_m4c_base", "sa_m4c_tiny"),
 }
+# Models whose training step runs a recurrent loop over the words: XLA's
+# cost analysis counts a loop's body once, not once per iteration, so their
+# flops (and GFLOP/s) would be far too low and are not reported.
+LOOPED = {"updown", "updown_catt"}
 # PyTorch fp32 seconds (train, forward, decode) of the reference codes on a
 # 2-core CPU of this kind, the mean of two runs each: OpenVQA's MCAN-small
 # at batch 64 (train 6.63 and 6.41 s, forward 1.72 and 1.73 s); mmf's M4C
@@ -494,7 +499,8 @@ def print_table(rows, flops, peak, quick):
     print("-" * len(header))
     fp32 = {(r["model"], backend_label(r)): r for r in rows if r["precision"] == "fp32"}
     for row in rows:
-        gflops = (flops.get(row["model"]) or 0) / row["train_ms"] / 1e6
+        gflops = 0 if row["model"] in LOOPED else (
+            (flops.get(row["model"]) or 0) / row["train_ms"] / 1e6)
         base = fp32.get((row["model"], backend_label(row)))
         print(table_line((
             row["model"], backend_label(row), row["precision"], str(row["batch"]),
@@ -509,7 +515,10 @@ def print_table(rows, flops, peak, quick):
           + (": one process holds both precisions' models\n# x fp32: bf16's train ms over "
              "fp32's, timed alternately in that process" if both else ""))
     print("# GFLOP/s: XLA's flops of the training step (JAX's cost analysis, used for every "
-          "backend) over the train ms; % peak: of the matmul peak above")
+          "backend) over the train ms; % peak: of the matmul peak above"
+          + ("; none for " + ", ".join(sorted(LOOPED & {r["model"] for r in rows}))
+             + " (XLA counts a recurrent loop's body once)"
+             if LOOPED & {r["model"] for r in rows} else ""))
     if quick:
         print("# --quick: tiny sets and batches, flops of the unoptimised step; no PyTorch "
               "ratios (other shapes)")
