@@ -39,6 +39,11 @@ def _shared_keys(keys):
     return len(keys.shape) == 2
 
 
+def _keys_beside_queries(keys):
+    """`keys` as `[B|1, 1, N, a]`, to add to queries `[B, T, 1, a]`."""
+    return keys[None, None] if _shared_keys(keys) else keys[:, None]
+
+
 def _fused_scores(query, keys, kernel, bias):
     """The XLA path: float32 throughout, tanh recomputed in the backward
     pass (`ops.custom_gradient` is `jax.custom_gradient` or
@@ -48,10 +53,8 @@ def _fused_scores(query, keys, kernel, bias):
 
     @ops.custom_gradient
     def scores(query, keys, kernel, bias):
-        keys_b = keys[None, None] if shared else keys[:, None]  # [B|1, 1, N, a]
-
         def tanh_sum():
-            return ops.tanh(query[:, :, None, :] + keys_b)
+            return ops.tanh(query[:, :, None, :] + _keys_beside_queries(keys))
 
         out = ops.sum(tanh_sum() * kernel, axis=-1) + bias
 
@@ -70,11 +73,8 @@ def _fused_scores(query, keys, kernel, bias):
                 flat_query = ops.reshape(query, (-1, query.shape[-1]))
                 u = ops.tanh(keys[:, None, :] + flat_query[None])  # [N, B*T, a]
                 g = ops.transpose(ops.reshape(upstream, (-1, keys.shape[0])))[..., None]
-                axis = 1
-            else:
-                axis = 1  # [B, T, N, a] over T
-            gu = g * u
-            d_keys = kernel * ops.sum(g - gu * u, axis=axis)
+            gu = g * u  # [N, B*T, a] shared, else [B, T, N, a]: axis 1 is summed
+            d_keys = kernel * ops.sum(g - gu * u, axis=1)
             d_kernel = ops.sum(gu, axis=tuple(range(len(gu.shape) - 1)))
             d_bias = ops.sum(upstream)
             return tuple(
@@ -108,7 +108,6 @@ def additive_scores(query, keys, kernel, bias=None):
     bias = ops.reshape(bias, ())
     if tracing_for_xla():
         return _fused_scores(query, keys, kernel, bias)
-    keys_b = keys[None, None] if _shared_keys(keys) else keys[:, None]
-    hidden = ops.tanh(query[:, :, None, :] + keys_b)
+    hidden = ops.tanh(query[:, :, None, :] + _keys_beside_queries(keys))
     kernel, bias = ops.cast(kernel, hidden.dtype), ops.cast(bias, hidden.dtype)
     return ops.cast(ops.matmul(hidden, kernel[:, None])[..., 0] + bias, "float32")
