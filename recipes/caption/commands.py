@@ -20,7 +20,6 @@ from keras_structattn.data import image_features
 from keras_structattn.data.feature_extraction import read_images
 from keras_structattn.data.json_files import load_json
 from keras_structattn.data.shapes_world import baselines
-from keras_structattn.data.shapes_world import hallucination
 from keras_structattn.data.shapes_world.run_cache import scene_images
 from keras_structattn.data.shapes_world.run_cache import world_bias
 from keras_structattn.data.shapes_world.writers import features_path
@@ -30,6 +29,7 @@ from keras_structattn.tasks.captioning import batches
 from keras_structattn.tasks.captioning import coco_captions
 from keras_structattn.tasks.captioning import decode as decode_lib
 from keras_structattn.tasks.captioning import report
+from keras_structattn.tasks.captioning import world_scores
 from keras_structattn.tasks.captioning.pictures import draw_caption_attention
 from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import dictionaries
@@ -66,7 +66,10 @@ XE_DIR, SCST_DIR = "checkpoints", "scst_checkpoints"
 # The two training phases' files (`recipes._engine`).
 XE_PHASE = _engine.Phase(XE_DIR, "history.csv", "logs/xe")
 SCST_PHASE = _engine.Phase(SCST_DIR, "scst_history.csv", "logs/scst", best="scst_best")
-BASELINE_NAME = 'the "describe the biggest shape" caption ("a <size> <colour> <shape>")'
+FLOORS_HELP = ("constant: the most frequent training caption; constant_<group>: the most "
+               "frequent one of a template group; biggest_shape: 'a <size> <colour> <shape>' "
+               "of the biggest shape; oracle_count: the true count's caption (reads the "
+               "scene); docs/captioning.md")
 # Bottom-up features have 10 to 100 regions an image (Anderson et al., 2018).
 MAX_REGIONS = 100
 CAPTIONS_PER_IMAGE = 5
@@ -96,15 +99,15 @@ def _read_captions(args, world, split, skip):
 def load_splits(args, settings, needed):
     """`{split: _vl.Split}` of the splits in `needed` that the data has (the
     Shapes world's without data flags); images without features: --skip_missing."""
-    def write_baselines(world, folder):
+    def write_floors(world, folder):
         for name, split in world.splits.items():
-            write_json(os.path.join(folder, f"baseline_{name}.json"),
-                       baselines.baseline_captions(split))
+            write_json(os.path.join(folder, f"floors_{name}.json"),
+                       baselines.caption_floors(world.splits["train"], split))
 
     world = None
     if not data_flags_given(args):
         world = _world.ensure_world(args, tasks="captions", default_seed=RUN_DEFAULTS["seed"],
-                                    write_extras=write_baselines)
+                                    write_extras=write_floors)
     skip = "skip" if args.skip_missing else "error"
     if args.karpathy_json:
         records = coco_captions.read_karpathy(args.karpathy_json, images_without_captions=skip)
@@ -241,9 +244,10 @@ def train(args):
             # (evaluating needs every process of a multi-process run).
             if args.scst_steps and not args.no_eval and replicas.num_processes == 1:
                 print("[eval] the cross-entropy model, before self-critical training:")
-                xe_scores, _, _ = caption_split(args, trained, splits, save=False)
+                xe_scores, _, xe_results = caption_split(args, trained, splits, save=False)
                 write_json(before_file, {"scores": xe_scores.scores,
-                                         "not_computed": xe_scores.not_computed})
+                                         "not_computed": xe_scores.not_computed,
+                                         "results": xe_results})
         if args.scst_steps:
             train_self_critical(args, trained, splits, jit, replicas)
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
@@ -257,8 +261,7 @@ def train(args):
         print("[model] the trained model in memory")
         before = None
         if args.scst_steps and os.path.exists(before_file):
-            saved = load_json(before_file, "scores")
-            before = metrics.CaptionScores(saved["scores"], {}, saved["not_computed"], [])
+            before = load_json(before_file, "scores").get("results")
         evaluate(args, trained=trained, splits=splits, before=before)
     return model
 
@@ -388,33 +391,51 @@ def caption_images(trained, store, image_ids, args, beam_size=None):
 
 
 def evaluate(args, trained=None, splits=None, before=None):
-    """Scores beam-search captions of --split (with the Shapes world baseline
-    and hallucination rates; `before`: the cross-entropy model's scores)."""
+    """Scores beam-search captions of --split; `before`: the cross-entropy
+    model's captions (COCO results). On Shapes world, beside the floors and
+    oracles (`baselines.caption_floors`), with fact scores, CIDEr-D per
+    template group and hallucination rates (`world_scores`)."""
     scores, split, results = caption_split(args, trained or load_trained(args), splits)
-    columns = ({"model": scores} if before is None
-               else {"self-critical": scores, "cross-entropy": before})
-    outputs, rates = {next(iter(columns)): results}, {}
-    if not data_flags_given(args):
+    outputs = ({"model": results} if before is None
+               else {"self-critical": results, "cross-entropy": before})
+    models = list(outputs)
+    annotations = coco_captions.coco_annotations(split.records)
+    if data_flags_given(args):
+        entries = {name: metrics.evaluate_captions(annotations, captions)
+                   for name, captions in outputs.items()}
+        saved = {name: {"scores": e.scores, "not_computed": e.not_computed}
+                 for name, e in entries.items()}
+        lines = report.score_table(entries)
+    else:
         world = _world.folder_of(args)
-        baseline_path = os.path.join(world, f"baseline_{args.split}.json")
-        if os.path.exists(baseline_path):
-            outputs["baseline"] = load_json(baseline_path, "captions")
-            columns["baseline"] = metrics.evaluate_captions(
-                coco_captions.coco_annotations(split.records), outputs["baseline"])
-            print(f"[eval] baseline: {BASELINE_NAME}")
-        pairs = hallucination.scene_pairs(os.path.join(world, f"scenes_{args.split}.json"))
+        floors = os.path.join(world, f"floors_{args.split}.json")
+        if os.path.exists(floors):
+            outputs.update(load_json(floors, "caption floors"))
+        else:  # a world written before the floors were
+            print(f"[eval] no floors: {floors} is missing (a world of an older version)")
         bias = world_bias(world)
         if bias is not None:
             print(f"[eval] hallucination: colour-shape claims absent from the scene; the bias "
                   f"{bias[1]} {bias[0]} (biased@cf: over the {bias[0]}s of other colours only)")
-        rates = {name: hallucination.hallucination_rates(captions, pairs, bias)
-                 for name, captions in outputs.items()}
-    saved = {name: {"scores": value.scores, "not_computed": value.not_computed}
-             for name, value in columns.items()}
-    for name, values in rates.items():
-        saved[name]["hallucination"] = values
+        saved = world_scores.score_captioners(
+            load_json(os.path.join(world, "captions", f"captions_{args.split}.json"),
+                      "captions"), outputs,
+            load_json(os.path.join(world, f"scenes_{args.split}.json"), "scenes")["scenes"],
+            bias)
+        shown = models + [n for n in ("biggest_shape",) if n in saved]
+        columns = {name: metrics.CaptionScores(saved[name]["scores"], {},
+                                               saved[name]["not_computed"], [])
+                   for name in shown}
+        print(f"[eval] floors: {FLOORS_HELP}")
+        lines = (report.score_table(columns)
+                 + report.hallucination_table({n: saved[n]["hallucination"] for n in shown},
+                                              shown)
+                 + [""] + report.captioner_table(saved)
+                 + ["", "CIDEr-D per template group (its references alone):"]
+                 + report.group_table(saved, shown + [n for n in saved if "oracle" in n])
+                 + [""] + world_scores.verdict(saved, models[0])[1])
     write_json(os.path.join(args.output_dir, f"{args.split}_scores.json"), saved)
-    for line in report.score_table(columns) + report.hallucination_table(rates, list(columns)):
+    for line in lines:
         _cli.emit(line)
     return scores
 

@@ -426,11 +426,10 @@ def test_caption_texts_state_their_facts(world):
                 assert f" {fact['values']['color']} " in text
 
 
-def test_five_distinct_captions_mention_relations_and_counts(world):
+def test_five_distinct_captions_from_several_groups(world):
     for _, captions in zip(world.splits["train"].scenes, world.splits["train"].tasks["captions"]):
         assert len(captions) == 5 and len({c["caption"] for c in captions}) == 5
-        groups = {c["group"] for c in captions}
-        assert "count" in groups or "shape_counts" in groups
+        assert len({c["group"] for c in captions}) >= 3
     groups = [c["group"] for cs in world.splits["train"].tasks["captions"] for c in cs]
     assert groups.count("relation") > 150 and groups.count("text") > 30
 

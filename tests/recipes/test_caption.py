@@ -79,15 +79,25 @@ def test_train_writes_both_phases_and_evaluate_prints_scores(trained, capsys):
     capsys.readouterr()
     scores = caption.main(["evaluate", *flags(trained)])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["metric", "model", "baseline"]
-    names = [line.split()[0] for line in lines[1:]]
+    assert lines[0].split() == ["metric", "model", "biggest_shape"]
+    names = [line.split()[0] for line in lines[1:] if line]
     for name in ("Bleu_1", "Bleu_4", "ROUGE_L", "CIDEr"):
         assert name in names
     # METEOR and SPICE are either scored or reported as not computed, never 0.
     assert "SPICE" in names
     saved = json.loads((trained / "test_scores.json").read_text())
     assert saved["model"]["scores"]["CIDEr"] == pytest.approx(scores.scores["CIDEr"])
-    assert set(saved) == {"model", "baseline"}
+    floors = {"constant", "biggest_shape", "oracle_count"}
+    assert floors <= set(saved) and "model" in saved
+    assert {name for name in saved if name.startswith("constant_")} >= {
+        "constant_count", "constant_attributes"}
+    for name, entry in saved.items():
+        assert 0 <= entry["fact_f1"] <= 1 and entry["scores"]["CIDEr"] >= 0, name
+        assert entry["cider_by_group"] and "chair_i" in entry["hallucination"], name
+    # The floors and oracles are printed, one line each, beside the model.
+    table = [line.split()[0] for line in lines if line]
+    assert {"model", "constant", "biggest_shape", "oracle_count"} <= set(table)
+    assert any(line.startswith("model CIDEr-D") and "best floor" in line for line in lines)
     results = json.loads((trained / "test_results.json").read_text())
     assert len(results) == 6 and all(set(r) == {"image_id", "caption"} for r in results)
 

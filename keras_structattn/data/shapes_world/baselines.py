@@ -24,6 +24,8 @@ import collections
 
 import numpy as np
 
+from keras_structattn.data.shapes_world.describe import NUMBER_WORDS
+
 
 def normalize_answer(answer):
     """Lower case, single spaces: the comparison of `vqa_accuracy`.
@@ -166,6 +168,51 @@ def baseline_captions(split):
     """
     return [{"image_id": scene.image_id, "caption": biggest_caption(scene)}
             for scene in split.scenes]
+
+
+def _most_frequent(captions):
+    """The most frequent caption, then the first alphabetically (deterministic)."""
+    return min(collections.Counter(captions).items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+
+def count_caption(scene):
+    """The count caption of a scene's true count, "five shapes on a dark
+    background": an oracle (it reads the scene), not a floor."""
+    n = len(scene.shapes)
+    return f"{NUMBER_WORDS[n]} {'shape' if n == 1 else 'shapes'} on a dark background"
+
+
+def caption_floors(train, split):
+    """The captions of the captioning floors and oracles on a split.
+
+    Blind floors, from the training references alone: `constant`, the most
+    frequent training caption for every image, and `constant_<group>`, the
+    most frequent training caption of each template group (`captions.GROUPS`).
+    Floors that look at the image: `biggest_shape` ("a <size> <colour>
+    <shape>" of the biggest shape, what a detector and one template give).
+    Oracles, reading the ground-truth scene: `oracle_count`, the count
+    caption of the true count.
+
+    Args:
+        train: the generated training `Split` (captions task).
+        split: the generated `Split` to caption.
+
+    Returns:
+        `{name: [{"image_id", "caption"}]}`, in the COCO results format, in
+        the order above.
+    """
+    by_group = collections.defaultdict(list)
+    for captions in train.tasks["captions"]:
+        for c in captions:
+            by_group[c["group"]].append(c["caption"])
+    constants = {"constant": _most_frequent([c for cs in by_group.values() for c in cs])}
+    constants.update({f"constant_{g}": _most_frequent(by_group[g]) for g in sorted(by_group)})
+    out = {name: [{"image_id": s.image_id, "caption": text} for s in split.scenes]
+           for name, text in constants.items()}
+    out["biggest_shape"] = baseline_captions(split)
+    out["oracle_count"] = [{"image_id": s.image_id, "caption": count_caption(s)}
+                           for s in split.scenes]
+    return out
 
 
 def _unigram_f1(hypothesis, references):

@@ -13,9 +13,9 @@ Each scene gets `NUM_REFERENCES` distinct captions, each from a template
 | text | "a blue square with the word cafe on it" |
 | biggest | "a big red square and four smaller shapes" |
 
-The first groups used are a relation one (when the scene has any stated
-relation), a count one and the attributes one; the others follow in random
-order, then more draws of every group until five distinct strings exist.
+The groups the scene allows are used in random order (none is first on
+purpose, so no template is in every image's references), then more draws
+of every group until five distinct strings exist.
 Every caption records the facts it states (`describe` module docstring).
 """
 
@@ -209,12 +209,9 @@ def make_captions(scene, rng, counters):
         A list of `NUM_REFERENCES` dicts `{"caption", "group", "facts"}`.
     """
     available = [g for g, make in GROUPS.items() if make(scene, rng) is not None]
-    first = [g for g in ("relation", "count", "attributes") if g in available]
-    if "relation" not in available and "nested" in available:
-        first.insert(0, "nested")
-    rest = [g for g in available if g not in first]
-    rest = [rest[i] for i in rng.permutation(len(rest))]
-    plan = first + rest
+    # Groups in random order, none first on purpose: a group in every
+    # image's references would let one blind template score well.
+    plan = [available[i] for i in rng.permutation(len(available))]
     out, seen = [], set()
     draws = 0
     while len(out) < NUM_REFERENCES and draws < _MAX_DRAWS:

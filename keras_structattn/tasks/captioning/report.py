@@ -59,3 +59,43 @@ def hallucination_table(columns, titles):
     return [_row(label, [columns.get(t, {}).get(key) for t in titles],
                  lambda v: f" {100 * v:13.2f}%")
             for label, key in HALLUCINATION_ROWS if key in first]
+
+
+def captioner_table(entries):
+    """Result lines: one captioner (model, floor or oracle) a line, with its
+    CIDEr-D, BLEU-4 and fact precision / recall / F1 (`world_scores`).
+
+    Args:
+        entries: `{name: entry}` of `world_scores.score_captioners`, in the
+            order to print.
+
+    Returns:
+        A list of lines (no newlines).
+    """
+    width = max(len("captioner"), *(len(name) for name in entries))
+    lines = [f"{'captioner':{width}s}   CIDEr-D    BLEU-4  fact P  fact R  fact F1  claims"]
+    for name, e in entries.items():
+        f = e["facts"]
+        lines.append(f"{name:{width}s} {e['scores']['CIDEr']:9.4f} {e['scores']['Bleu_4']:9.4f}"
+                     f" {f['precision']:7.3f} {f['recall']:7.3f} {f['f1']:8.3f}"
+                     f" {f['claims_per_caption']:7.2f}")
+    return lines
+
+
+def group_table(entries, names):
+    """Result lines of CIDEr-D per template group, a column per captioner.
+
+    Args:
+        entries: `world_scores.score_captioners`' dict.
+        names: the captioners to show, in order.
+
+    Returns:
+        A list of lines: a header, then one line per group.
+    """
+    groups = sorted({g for name in names for g in entries[name]["cider_by_group"]})
+    lines = [f"{'group':14s}" + "".join(f" {n[:14]:>14s}" for n in names)]
+    for g in groups:
+        lines.append(f"{g:14s}" + "".join(
+            f" {entries[n]['cider_by_group'][g]:14.4f}" if g in entries[n]["cider_by_group"]
+            else f" {'-':>14s}" for n in names))
+    return lines
