@@ -110,12 +110,12 @@ def build_parser():
     _world.add_world_flags(data)
 
     train = _cli.add_seq2seq_training_flags(
-        parser, ("loss", "accuracy", "cider"), train_steps=400, steps_per_checkpoint=250,
+        parser, ("loss", "accuracy", "cider"), train_steps=1500, steps_per_checkpoint=250,
         train_steps_help="cross-entropy steps (optimizer steps)", keep_checkpoints=3)
     train.add_argument("--batch_size", type=_cli.positive_int, default=None,
                        help="images per cross-entropy batch, 5 captions each (default: "
                        "the hparams' batch_size)")
-    train.add_argument("--scst_steps", type=_cli.non_negative_int, default=150,
+    train.add_argument("--scst_steps", type=_cli.non_negative_int, default=600,
                        help="self-critical steps after the cross-entropy ones (0: none)")
     train.add_argument("--scst_images", type=_cli.positive_int, default=16,
                        help="images per self-critical batch")

@@ -421,7 +421,7 @@ def evaluate(args, trained=None, splits=None, before=None):
             load_json(os.path.join(world, "captions", f"captions_{args.split}.json"),
                       "captions"), outputs,
             load_json(os.path.join(world, f"scenes_{args.split}.json"), "scenes")["scenes"],
-            bias)
+            bias, models)
         shown = models + [n for n in ("biggest_shape",) if n in saved]
         columns = {name: metrics.CaptionScores(saved[name]["scores"], {},
                                                saved[name]["not_computed"], [])

@@ -138,13 +138,15 @@ def noun_phrase(filter_, rng, determiner="the", plural=False, synonyms=True):
     return phrase
 
 
-def count_phrase(k, filter_, rng):
-    """"two red circles", "a square", "no triangles"."""
+def count_phrase(k, filter_, rng, synonyms=True):
+    """"two red circles", "a square", "no triangles" (`synonyms`: as in
+    `noun_phrase`)."""
     if k == 0:
-        return "no " + noun_phrase(filter_, rng, determiner="", plural=True)
+        return "no " + noun_phrase(filter_, rng, determiner="", plural=True, synonyms=synonyms)
     if k == 1:
-        return noun_phrase(filter_, rng, determiner="a")
-    return NUMBER_WORDS[k] + " " + noun_phrase(filter_, rng, determiner="", plural=True)
+        return noun_phrase(filter_, rng, determiner="a", synonyms=synonyms)
+    return NUMBER_WORDS[k] + " " + noun_phrase(filter_, rng, determiner="", plural=True,
+                                               synonyms=synonyms)
 
 
 def join_list(items):
