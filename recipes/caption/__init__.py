@@ -125,6 +125,13 @@ def build_parser():
                        help="reward baseline: the mean of the image's other samples, "
                        "or its greedy caption")
     train.add_argument("--scst_learning_rate", type=_cli.positive_float, default=5e-5)
+    train.add_argument("--scst_clip_value", type=_cli.non_negative_float, default=0.1,
+                       help="self-critical steps clip each gradient element to +-this, as "
+                       "self-critical.pytorch does (0: no clipping)")
+    train.add_argument("--scst_dropout", choices=("off", "on"), default="off",
+                       help="off: self-critical steps train the dropout-free model that "
+                       "draws the samples (on-policy); on: with the hparams' dropout, the "
+                       "samples still drawn without it")
 
     dec = _cli.add_decoding_flags(
         parser, "decoding and scoring", beam_size=3, alpha=0.0, decode_batch_size=50,

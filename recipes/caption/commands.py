@@ -249,7 +249,8 @@ def train(args):
                                          "not_computed": xe_scores.not_computed,
                                          "results": xe_results})
         if args.scst_steps:
-            train_self_critical(args, trained, splits, jit, replicas)
+            trained = train_self_critical(args, trained, splits, jit, replicas)
+            model = trained[0]
     print(f"[train] done ({time.time() - start:.0f} s in this command)")
     if not replicas.is_chief:
         return model
@@ -341,11 +342,37 @@ def init_dictionaries(model, split, vocab, settings, batch_size):
     print(f"[dictionaries] fitted in {time.time() - start:.1f} s")
 
 
+def dropout_free(model, hparams, vocab, settings):
+    """`model` itself if it has no dropout, else a copy of it built with
+    every dropout rate of the hparams at 0, holding the same weights."""
+    rates = {name: 0.0 for name, value in hparams.values().items()
+             if name.endswith("dropout") and value}
+    if not rates:
+        return model
+    copy = build_model(hparams.override(**rates), vocab.vocab_size, settings["feature_shape"])
+    copy.set_weights(model.get_weights())
+    return copy
+
+
 def train_self_critical(args, trained, splits, jit, replicas):
-    """Self-critical training with CIDEr-D rewards and a fresh Adam, resumable."""
-    model, vocab, settings, _ = trained
+    """Self-critical training with CIDEr-D rewards and a fresh Adam, resumable.
+
+    The samples are drawn without dropout; with --scst_dropout off (the
+    default) the gradient steps train the same dropout-free model, so the
+    policy that draws the samples is the one trained (self-critical.pytorch
+    draws and trains both with dropout). Gradients are clipped by value
+    (--scst_clip_value, 0.1 as in self-critical.pytorch).
+
+    Returns:
+        `trained` with the model trained (with --scst_dropout off, the
+        dropout-free copy, `dropout_free`).
+    """
+    model, vocab, settings, hparams = trained
+    if args.scst_dropout == "off":
+        model = dropout_free(model, hparams, vocab, settings)
     split = splits["train"]
-    model.compile(optimizer=keras.optimizers.Adam(args.scst_learning_rate),
+    model.compile(optimizer=keras.optimizers.Adam(args.scst_learning_rate,
+                                                  clipvalue=args.scst_clip_value or None),
                   loss=PaddedCrossEntropy(0.0), jit_compile=jit)
     cider = metrics.CiderD({r.image_id: r.tokens for r in split.records})
     length = settings["max_caption_length"] + 1
@@ -356,7 +383,8 @@ def train_self_critical(args, trained, splits, jit, replicas):
     greedy = (compiled_generate(model, max_decode_length=length, beam_size=1)
               if args.scst_baseline == "greedy" else None)
     print(f"[train] self-critical: {images} images x {samples} samples, "
-          f"{args.scst_baseline} baseline, CIDEr-D reward")
+          f"{args.scst_baseline} baseline, CIDEr-D reward, dropout {args.scst_dropout}, "
+          f"gradients clipped to +-{args.scst_clip_value:g}")
 
     def scst_step(model, step):
         count = len(split.records)
@@ -378,6 +406,7 @@ def train_self_critical(args, trained, splits, jit, replicas):
     _engine.fit_steps(model, args, scst_step, per_epoch=args.steps_per_checkpoint,
                       total_steps=args.scst_steps, replicas=replicas, phase=SCST_PHASE,
                       scores=scores, label="self-critical")
+    return (model, *trained[1:])
 
 
 def caption_images(trained, store, image_ids, args, beam_size=None):

@@ -238,3 +238,34 @@ def test_missing_features_stop_or_are_counted(trained, tmp_path, capsys):
     capsys.readouterr()
     caption.main(argv + ["--skip_missing"])
     assert "1 images without features" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hparams_set", ["captioner_tiny_area2x2", "updown_tiny"])
+def test_self_critical_steps_train_a_dropout_free_copy(hparams_set):
+    """--scst_dropout off: the model that the gradient steps train draws no
+    dropout mask in training mode either, and starts from the same weights."""
+    from keras_structattn.data.word_vocab import WordVocab
+    from models import registry
+    from recipes.caption import commands
+
+    hparams = registry.get(hparams_set).override(hidden_size=32)
+    grid = hparams.encoder_input == "grid"
+    settings = {"feature_shape": [8, 8, 36] if grid else [30]}
+    vocab = WordVocab.build(["a red circle left of a blue square".split()], min_count=1)
+    model = commands.build_model(hparams, vocab.vocab_size, settings["feature_shape"], seed=3)
+    copy = commands.dropout_free(model, hparams, vocab, settings)
+    rng = np.random.default_rng(0)
+    if grid:
+        features = rng.random((2, 8, 8, 36), np.float32)
+    else:
+        features = {"features": rng.random((2, 5, 30), np.float32),
+                    "boxes": np.sort(rng.random((2, 5, 4), np.float32), -1),
+                    "mask": np.ones((2, 5), bool)}
+    words = np.array([[0, 4, 5, 6], [0, 7, 8, 9]], "int32")
+    inference = np.asarray(model((features, words), training=False))
+    np.testing.assert_allclose(np.asarray(copy((features, words), training=True)), inference,
+                               rtol=1e-5, atol=1e-5)
+    assert not np.allclose(np.asarray(model((features, words), training=True)), inference,
+                           atol=1e-5)
+    no_dropout = hparams.override(**{k: 0.0 for k in hparams.values() if k.endswith("dropout")})
+    assert commands.dropout_free(copy, no_dropout, vocab, settings) is copy
