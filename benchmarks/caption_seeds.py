@@ -45,7 +45,7 @@ def run_one(args, suffix, seed, world):
     with open(os.path.join(out, "test_scores_cross_entropy.json"), encoding="utf-8") as f:
         before = json.load(f)
     return {"cross-entropy": before["scores"], "self-critical": final["self-critical"]["scores"],
-            "baseline": final["baseline"]["scores"]}
+            "baseline": final["biggest_shape"]["scores"]}
 
 
 def summary(values):
