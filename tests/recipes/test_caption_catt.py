@@ -48,16 +48,16 @@ def test_evaluate_reports_colour_shape_hallucination(catt_run, capsys):
     capsys.readouterr()
     caption.main(["evaluate", *flags(catt_run, "catt", TINY_CATT)])
     lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: line.split()[1:] for line in lines}
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line}
     for name in ("CIDEr", "CHAIR_i", "CHAIR_s", "biased", "biased@cf"):
         assert name in rows
-        assert len(rows[name]) == 2  # model, baseline
+        assert len(rows[name]) == 2  # model, biggest_shape
     saved = json.loads((catt_run / "test_scores.json").read_text())
     rates = saved["model"]["hallucination"]
     assert rates["captions"] == 6 and 0.0 <= rates["chair_s"] <= 1.0
     assert rows["CHAIR_s"][0] == f"{100 * rates['chair_s']:.2f}%"
-    # The baseline describes what is in the image: it never hallucinates.
-    assert saved["baseline"]["hallucination"]["chair_i"] == 0.0
+    # The biggest-shape floor describes what is in the image: it never hallucinates.
+    assert saved["biggest_shape"]["hallucination"]["chair_i"] == 0.0
 
 
 def test_catt_visualize_draws_is_beside_cs(catt_run):
