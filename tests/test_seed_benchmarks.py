@@ -27,3 +27,24 @@ def test_interval_matches_a_plain_resampling_loop():
     means = [np.mean([differences[i] for i in row]) for row in picks]
     assert paired_interval(differences) == pytest.approx(
         (np.quantile(means, 0.025), np.quantile(means, 0.975)))
+
+
+def test_scst_control_arms_make_the_same_number_of_updates_and_pair_by_seed():
+    import argparse
+
+    from benchmarks import scst_control_seeds as control
+
+    flags = control.arm_flags(argparse.Namespace(train_steps=100, scst_steps=40))
+    steps = {name: dict(zip(f[::2], f[1::2])) for name, f in flags.items()}
+    for name, given in steps.items():
+        assert int(given["--train_steps"]) + int(given["--scst_steps"]) == 140, name
+    assert steps["scst_greedy"]["--scst_baseline"] == "greedy"
+    assert "--scst_baseline" not in steps["scst"]
+    entry = lambda cider, f1: {"scores": {"CIDEr": cider}, "fact_f1": f1}  # noqa: E731
+    results = {1: {"scst": entry(1.0, 0.5), "scst_greedy": entry(0.8, 0.5), "xe": entry(0.7, 0.4)},
+               2: {"scst": entry(1.2, 0.4), "scst_greedy": entry(1.0, 0.5), "xe": entry(0.9, 0.4)}}
+    lines = control.comparison_lines(results, [1, 2])
+    greedy = next(line for line in lines if "scst - scst_greedy" in line)
+    # CIDEr-D: both seeds differ by +0.2, so the interval is that value.
+    assert "+0.200, +0.200" in greedy and "per seed +0.200, +0.200" in greedy
+    assert lines[0].startswith("CIDEr-D: scst  1.100") and len(lines) == 6

@@ -1,8 +1,9 @@
 """The captioning recipe, run as a user runs it, on a tiny Shapes world.
 
 One run is trained once per module (`trained`): 2 cross-entropy and 2
-self-critical steps of a one-layer captioner with 2x2 area attention on 24
-generated images. The tests then evaluate, decode, score and visualize it,
+self-critical steps of a one-layer captioner with 2x2 area attention
+(`--model area`; the default Up-Down is tested in test_caption_catt.py) on
+24 generated images. The tests then evaluate, decode, score and visualize it,
 resume it, and feed the loaders broken files through the command line.
 """
 
@@ -27,7 +28,7 @@ TINY = ("num_hidden_layers=1,hidden_size=32,filter_size=64,num_heads=2,num_area_
 
 
 def flags(out, *extra):
-    return ["--output_dir", str(out), "--hparams", TINY, "--min_word_count", "1",
+    return ["--output_dir", str(out), "--model", "area", "--hparams", TINY, "--min_word_count", "1",
             "--world_train", "24", "--world_val", "4", "--world_test", "6",
             "--beam_size", "2", "--decode_batch_size", "4", "--scst_images", "3",
             "--scst_samples", "2", "--verbose", "0", *extra]
@@ -66,6 +67,18 @@ def assert_same_weights(a, b):
 
 
 # ------------------------------------------------------------ the commands
+
+
+def test_the_default_model_is_up_down_on_regions_and_real_data_takes_the_base_set():
+    parser = caption.build_parser()
+    world = caption.run_defaults(parser.parse_args(["train"]))
+    assert (world["model"], world["hparams_set"], world["feature_kind"]) == (
+        "butd", "updown_tiny", "regions")
+    real = caption.run_defaults(parser.parse_args(
+        ["train", "--karpathy_json", __file__, "--features", __file__]))
+    assert real["hparams_set"] == "updown_base"
+    area = caption.run_defaults(parser.parse_args(["train", "--model", "area"]))
+    assert (area["hparams_set"], area["feature_kind"]) == ("captioner_tiny_area2x2", "grid")
 
 
 def test_train_writes_both_phases_and_evaluate_prints_scores(trained, capsys):
@@ -230,7 +243,7 @@ def test_missing_features_stop_or_are_counted(trained, tmp_path, capsys):
         {"image_id": i["id"], "caption": "a red disc"} for i in images])
     features = str(trained / "shapes_world" / "features_train.npz")
     argv = ["train", "--output_dir", str(tmp_path / "run"), "--captions_train", path,
-            "--features", features, "--hparams", TINY, "--min_word_count", "1",
+            "--features", features, "--model", "area", "--hparams", TINY, "--min_word_count", "1",
             "--train_steps", "1", "--scst_steps", "0", "--no_eval", "--verbose", "0"]
     with pytest.raises(ValueError, match="999999"):
         caption.main(argv)
