@@ -32,7 +32,7 @@ def run_one(args, suffix, seed, world):
     """Trains and evaluates one run; returns its saved test scores."""
     out = os.path.join(args.output_dir, f"{args.hparams_set}{suffix}_seed{seed}")
     scores_path = os.path.join(out, "test_scores.json")
-    command = ["recipes.caption", "train", "--output_dir", out,
+    command = ["recipes.caption", "train", "--output_dir", out, "--model", "area",
                "--hparams_set", args.hparams_set + suffix, "--hparams", args.hparams,
                "--seed", str(seed), "--world_seed", str(args.world_seed),
                "--train_steps", str(args.train_steps), "--scst_steps",
@@ -66,7 +66,8 @@ def main():
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     print_preamble("caption_seeds")
-    print(f"# recipe: python -m recipes.caption train --hparams_set {args.hparams_set}[_area2x2|"
+    print(f"# recipe: python -m recipes.caption train --model area --hparams_set "
+          f"{args.hparams_set}[_area2x2|"
           f"_area3x3] --hparams {args.hparams} --seed S --train_steps {args.train_steps} "
           f"--scst_steps {args.scst_steps} (Shapes world 2000/200/500, beam 3)", flush=True)
     # The world of the first run is copied to the others (same sizes and
