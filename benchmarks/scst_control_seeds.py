@@ -105,8 +105,9 @@ def main():
         from recipes.caption import build_parser
 
         defaults = build_parser().parse_args(["train"])
-        args.train_steps = args.train_steps or defaults.train_steps
-        args.scst_steps = args.scst_steps or defaults.scst_steps
+        for name in ("train_steps", "scst_steps"):
+            if getattr(args, name) is None:
+                setattr(args, name, getattr(defaults, name))
     seeds = [int(s) for s in args.seeds.split(",")]
     print_preamble("scst_control_seeds")
     flags = arm_flags(args)
