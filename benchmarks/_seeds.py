@@ -123,3 +123,46 @@ def paired_interval(differences, *, draws=10_000, level=0.95, seed=0):
     means = values[rng.integers(0, len(values), (draws, len(values)))].mean(axis=1)
     tail = (1 - level) / 2
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def paired_lines(results, seeds, arms, measures, pairs):
+    """Summary lines of a comparison paired by seed.
+
+    Args:
+        results: `{seed: {arm: entry}}`.
+        seeds: the seeds, in order.
+        arms: the arms, in order.
+        measures: `[(label, value(entry))]`.
+        pairs: `[(a, b)]`: the differences `a - b` to show.
+
+    Returns:
+        Lines: per measure, the arms' `mean (min-max)`, then per pair the
+        paired differences' mean (min-max), the 95% bootstrap interval of
+        their mean (`paired_interval`) and the per-seed differences.
+    """
+    lines = []
+    for label, value in measures:
+        per_arm = {name: [value(results[s][name]) for s in seeds] for name in arms}
+        lines.append(f"{label}: " + " | ".join(
+            f"{name} {summary(v, 3)}" for name, v in per_arm.items()))
+        for a, b in pairs:
+            differences = [x - y for x, y in zip(per_arm[a], per_arm[b])]
+            low, high = paired_interval(differences)
+            lines.append(f"  {a + ' - ' + b:24s} {summary(differences, 3)} [{low:+.3f}, "
+                         f"{high:+.3f}] | per seed " + ", ".join(f"{d:+.3f}" for d in differences))
+    return lines
+
+
+def early_stopped_steps(out, history="history.csv", best="best.json"):
+    """`(best step, last step)` of a run trained with `--early_stopping`:
+    the step of its best checkpoint and the last step it trained (the
+    history's last row), for the results file to show that it stopped
+    early rather than at a cap."""
+    import csv
+    import json
+
+    with open(os.path.join(out, best), encoding="utf-8") as f:
+        best_step = json.load(f)["step"]
+    with open(os.path.join(out, history), encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return best_step, int(float(rows[-1]["step"]))

@@ -34,9 +34,8 @@ import os
 import shutil
 import subprocess
 
-from benchmarks._seeds import paired_interval
+from benchmarks._seeds import paired_lines
 from benchmarks._seeds import print_preamble
-from benchmarks._seeds import summary
 from benchmarks._seeds import train_run
 
 # What a copy of the `scst` run leaves out: its self-critical phase and its
@@ -76,18 +75,7 @@ def arm_flags(args):
 def comparison_lines(results, seeds):
     """The summary lines: each measure's arms and their paired differences
     against `scst` (mean (min-max) [95% bootstrap interval] | per seed)."""
-    lines = []
-    for label, value in MEASURES:
-        per_arm = {name: [value(results[s][name]) for s in seeds] for name in ARMS}
-        lines.append(f"{label}: " + " | ".join(
-            f"{name} {summary(v, 3)}" for name, v in per_arm.items()))
-        for other in ARMS[1:]:
-            differences = [a - b for a, b in zip(per_arm["scst"], per_arm[other])]
-            low, high = paired_interval(differences)
-            lines.append(f"  scst - {other:11s} {summary(differences, 3)} [{low:+.3f}, "
-                         f"{high:+.3f}] | per seed "
-                         + ", ".join(f"{d:+.3f}" for d in differences))
-    return lines
+    return paired_lines(results, seeds, ARMS, MEASURES, [("scst", other) for other in ARMS[1:]])
 
 
 def main():

@@ -13,6 +13,9 @@ import os
 from recipes import _cli
 
 FOLDER = "shapes_world"
+# `keras_structattn.data.shapes_world.layouts.LAYOUTS` (checked by a test;
+# not imported: the flags are parsed before Keras loads).
+WORLD_LAYOUTS = ("default", "large_objects")
 
 
 def add_world_flags(group, train=2000, val=200, test=500):
@@ -30,6 +33,10 @@ def add_world_flags(group, train=2000, val=200, test=500):
                        help="Shapes world: a confounder, e.g. circle=red:0.9 (the shape takes "
                        "the colour with that probability in train and val; test stays "
                        "unbiased); see docs/shapes_world.md")
+    group.add_argument("--world_layout", choices=WORLD_LAYOUTS, default=None,
+                       help="Shapes world: default, or large_objects (2-4 shapes, large ones "
+                       "3-5 grid cells wide, captions of sizes, shapes and relations: the "
+                       "area-attention comparison's world; docs/shapes_world.md)")
 
 
 def canonical_bias(text):
@@ -68,10 +75,13 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
     folder = folder_of(args)
     bias = getattr(args, "world_bias", None)
     given = {split: getattr(args, f"world_{split}") for split in ("train", "val", "test")}
-    given.update(seed=args.world_seed, bias=None if bias is None else canonical_bias(bias))
+    given.update(seed=args.world_seed, bias=None if bias is None else canonical_bias(bias),
+                 layout=getattr(args, "world_layout", None))
     given = {key: value for key, value in given.items() if value is not None}
     saved = run_cache.read_settings(folder)
     if saved is not None:
+        # Worlds saved before layouts existed have the default one.
+        saved = {"layout": "default", **saved}
         wanted = {**saved, **given}
         if saved != wanted:
             differences = ", ".join(f"{k} {wanted[k]} (cached: {saved.get(k)})"
@@ -82,9 +92,12 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
         print(f"[data] Shapes world: reusing {folder}")
         return folder
     wanted = {**args._world_sizes, "seed": _world_seed(args, default_seed), **given}
+    if wanted.get("layout") == "default":  # saved as worlds of before layouts were
+        del wanted["layout"]
     world = run_cache.write_world(folder, wanted, tasks, write_extras)
-    sizes = ", ".join(f"{k} {v}" for k, v in wanted.items() if k not in ("seed", "bias"))
-    bias = wanted.get("bias")
+    sizes = ", ".join(f"{k} {v}" for k, v in wanted.items() if k in ("train", "val", "test"))
+    bias, layout = wanted.get("bias"), wanted.get("layout")
     print(f"[data] Shapes world generated in {world.seconds:.0f} s ({sizes} images, seed "
-          f"{wanted['seed']}{', bias ' + bias if bias else ''}) -> {folder}")
+          f"{wanted['seed']}{', bias ' + bias if bias else ''}"
+          f"{', layout ' + layout if layout else ''}) -> {folder}")
     return folder

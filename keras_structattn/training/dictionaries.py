@@ -19,11 +19,23 @@ A model with dictionaries takes part through two methods:
 
 `fit_dictionaries(model, batches)` gathers the samples of every batch and
 runs `GlobalDictionary.adapt` (mini-batch K-means with k-means++ seeding,
-`keras_structattn.ops.kmeans`) on each dictionary's rows.
+`keras_structattn.ops.kmeans`) on each dictionary's rows, then reports how
+much of each dictionary the data uses: the entries that are the nearest
+centre of some row, per batch and in all, and the distinct rows clustered
+(a K near or above the distinct rows gives centres that are copies of
+single rows, not summaries of the data).
+
+When to fit is the caller's choice: the captioning recipe fits after a
+warm-up of the model (`--dictionary_warmup`, docs/catt_attention.md,
+"When the dictionaries are fitted"), because from scratch the embeddings
+the dictionaries live among are random projections at step 0, where the
+paper clusters pretrained features.
 """
 
 import numpy as np
 from keras import ops
+
+from keras_structattn.ops import kmeans
 
 INITS = ("kmeans", "uniform")
 
@@ -49,8 +61,11 @@ def fit_dictionaries(model, batches, *, init="kmeans", seed=0, max_rows=200_000,
         epochs: K-means passes over the rows.
 
     Returns:
-        `{name: {"rows": int, "inertia": float}}` per dictionary fitted
-        (empty for "uniform").
+        `{name: {...}}` per dictionary fitted (empty for "uniform"):
+        `rows` (clustered), `distinct_rows` (distinct after rounding to
+        1e-5), `inertia`, `entries_used` (entries that are the nearest
+        centre of some row), `entries_used_per_batch` (the same per input
+        batch, averaged over the batches read).
 
     Raises:
         ValueError: for an unknown `init`, or a dictionary with fewer
@@ -69,7 +84,8 @@ def fit_dictionaries(model, batches, *, init="kmeans", seed=0, max_rows=200_000,
         for name, values in model.dictionary_samples(inputs).items():
             values = np.asarray(ops.convert_to_numpy(ops.cast(values, "float32")))
             values = values.reshape(-1, values.shape[-1])[: max_rows - counts[name]]
-            rows[name].append(values)
+            if len(values):
+                rows[name].append(values)
             counts[name] += len(values)
     report = {}
     for name, layer in dictionaries.items():
@@ -80,5 +96,13 @@ def fit_dictionaries(model, batches, *, init="kmeans", seed=0, max_rows=200_000,
                 f"only {len(data)} vectors to cluster; use a smaller dictionary or more data."
             )
         layer.adapt(data, seed=seed, epochs=epochs, compute_inertia=True)
-        report[name] = {"rows": int(len(data)), "inertia": float(layer.inertia)}
+        centers = ops.convert_to_numpy(layer.dictionary)
+        labels = [kmeans.assign(batch, centers)[0] for batch in rows[name]]
+        report[name] = {
+            "rows": int(len(data)),
+            "distinct_rows": int(len(np.unique(np.round(data, 5), axis=0))),
+            "inertia": float(layer.inertia),
+            "entries_used": int(len(np.unique(np.concatenate(labels)))),
+            "entries_used_per_batch": float(np.mean([len(np.unique(b)) for b in labels])),
+        }
     return report

@@ -105,34 +105,46 @@ def updown_hparams(**changes):
 
 def _captioner_sets():
     """`captioner_{tiny,small,base}` (base: the paper's 6+6 layers x 512, 8
-    heads), each with `_area2x2` and `_area3x3` variants (area attention in
-    the first 2 layers, encoder self and encoder-decoder attention)."""
+    heads), each with `_area2x2` and `_area3x3` variants: area attention in
+    the encoder self-attention and the encoder-decoder attention of the
+    first layers, a third of them as in the paper (Li et al., 2019, Sec.
+    4.3: the first 2 of 6), at least one: 2 of base's 6, 1 of small's 3 and
+    1 of tiny's 2."""
     sizes = {
-        "tiny": _TINY,
-        "small": dict(num_hidden_layers=3, hidden_size=256, filter_size=1024, num_heads=4),
-        "base": dict(),
+        "tiny": (_TINY, 1),
+        "small": (dict(num_hidden_layers=3, hidden_size=256, filter_size=1024, num_heads=4), 1),
+        "base": (dict(), 2),
     }
-    for size, values in sizes.items():
+    for size, (values, area_layers) in sizes.items():
         yield f"captioner_{size}", values
         for side in (2, 3):
-            area = dict(num_area_layers=2, max_area_width=side, max_area_height=side)
+            area = dict(num_area_layers=area_layers, max_area_width=side, max_area_height=side)
             yield f"captioner_{size}_area{side}x{side}", dict(values, **area)
+
+
+# Shapes world's dictionaries: K scaled to the data. The paper's K = 500
+# summarises COCO (about 10,000 words, 80 object classes in 36 regions of
+# 120,000 images); Shapes world has 48 kinds of shape (4 shapes x 6 colours
+# x 2 sizes) and a vocabulary of 40-140 words, so 64 entries cover each
+# kind with room for positions, where 500 or 1,000 outnumbered the distinct
+# word vectors (docs/catt_attention.md).
+_WORLD_DICTIONARY = dict(dictionary_size=64)
 
 
 def _catt_captioner_sets():
     """`catt_captioner_{base,tiny}` and their twins
     `transformer_captioner_{base,tiny}` (`dictionary_size=0`)."""
-    for size, values in {"tiny": _TINY, "base": dict()}.items():
+    for size, values in {"tiny": dict(_TINY, **_WORLD_DICTIONARY), "base": dict()}.items():
         yield f"catt_captioner_{size}", values
         yield f"transformer_captioner_{size}", dict(values, dictionary_size=0)
 
 
 # CPU sizes for Shapes world, for runs of a few hundred steps of 16 images
 # x 5 captions: a shorter warm-up to a peak of 0.25 / sqrt(100 * 128) =
-# 2.2e-3. The scorer is 32 wide: BUTD+CATT's CS branch scores all 1000
-# dictionary entries for every word (B * T * K * attention_size tanh's), and
-# at 64 that made a CPU step about 2.5x slower (docs/captioning.md); both
-# sets keep the same sizes so that they compare.
+# 2.2e-3. The scorer is 32 wide: BUTD+CATT's CS branch scores every
+# dictionary entry for every word (B * T * K * attention_size tanh's), and
+# at 64 with K = 1000 that made a CPU step about 2.5x slower
+# (docs/captioning.md); both sets keep the same sizes so that they compare.
 _UPDOWN_TINY = dict(
     hidden_size=128,
     attention_size=32,
@@ -145,7 +157,7 @@ _UPDOWN_SETS = {
     "updown_base": dict(),
     "updown_catt_base": dict(dictionary_size=1000),
     "updown_tiny": _UPDOWN_TINY,
-    "updown_catt_tiny": dict(_UPDOWN_TINY, dictionary_size=1000),
+    "updown_catt_tiny": dict(_UPDOWN_TINY, **_WORLD_DICTIONARY),
 }
 
 SETS = {

@@ -59,8 +59,11 @@ BACKBONES = ("InceptionResNetV2", "ResNet50", "EfficientNetB0", "MobileNetV2")
 # (hparams_set and feature_kind: by --model, `run_defaults`.)
 RUN_DEFAULTS = dict(
     model=DEFAULT_MODEL, hparams_set=MODELS[DEFAULT_MODEL][0], seed=1, min_word_count=5,
-    max_caption_length=16, feature_kind="grid", dictionary_init="kmeans",
+    max_caption_length=16, feature_kind="grid", dictionary_init="kmeans", dictionary_warmup=None,
 )
+# CATT dictionaries are fitted after this share of a new run's --train_steps,
+# at most MAX_DICTIONARY_WARMUP steps (`--dictionary_warmup`).
+DICTIONARY_WARMUP_FRACTION, MAX_DICTIONARY_WARMUP = 0.1, 500
 
 
 def run_defaults(args):
@@ -85,6 +88,11 @@ def build_parser():
     run.add_argument("--dictionary_init", choices=("kmeans", "uniform"), default=None,
                      help="CATT dictionaries: K-means over the training embeddings "
                      "(default, the paper) or the uniform initializer (its 'w/o Init')")
+    run.add_argument("--dictionary_warmup", type=_cli.non_negative_int, default=None,
+                     help="CATT dictionaries: cross-entropy steps before the K-means fit, "
+                     "over the embeddings learnt by then (default: 10%% of a new run's "
+                     f"--train_steps, at most {MAX_DICTIONARY_WARMUP}; 0: before step 1, "
+                     "over the initial embeddings); docs/catt_attention.md")
     run.add_argument("--min_word_count", type=_cli.positive_int, default=None,
                      help="words seen fewer times in the training captions are UNK "
                      f"(default {RUN_DEFAULTS['min_word_count']})")

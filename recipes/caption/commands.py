@@ -8,6 +8,8 @@ every global batch (`keras_structattn.training.feeding.feed`); a self-critical s
 rewards the whole global batch alike in every process.
 """
 
+import argparse
+import functools
 import itertools
 import os
 import time
@@ -26,6 +28,7 @@ from keras_structattn.data.shapes_world.writers import features_path
 from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.decoding.seq2seq import compiled_generate
 from keras_structattn.tasks.captioning import batches
+from keras_structattn.tasks.captioning import bias_probe
 from keras_structattn.tasks.captioning import coco_captions
 from keras_structattn.tasks.captioning import decode as decode_lib
 from keras_structattn.tasks.captioning import report
@@ -35,6 +38,8 @@ from keras_structattn.training import checkpoints as checkpoints_lib
 from keras_structattn.training import dictionaries
 from keras_structattn.training import feeding
 from keras_structattn.training import self_critical
+from keras_structattn.training.callbacks import restore_latest
+from keras_structattn.training.callbacks import steps_done
 from keras_structattn.training.distribution import restarting
 from keras_structattn.training.losses import PaddedCrossEntropy
 from keras_structattn.training.run_folder import write_json
@@ -49,6 +54,8 @@ from recipes import _run
 from recipes import _seq2seq
 from recipes import _vl
 from recipes import _world
+from recipes.caption import DICTIONARY_WARMUP_FRACTION
+from recipes.caption import MAX_DICTIONARY_WARMUP
 from recipes.caption import MODELS
 from recipes.caption import RUN_DEFAULTS
 from recipes.caption import data_flags_given
@@ -158,6 +165,12 @@ def resolve_run(args):
     # Runs made before --model and --dictionary_init existed.
     settings.setdefault("model", "area")
     settings.setdefault("dictionary_init", RUN_DEFAULTS["dictionary_init"])
+    if "dictionary_warmup" not in settings:  # a run of before the warm-up: before step 1
+        settings["dictionary_warmup"] = 0
+    elif settings["dictionary_warmup"] is None:  # a new run
+        settings["dictionary_warmup"] = min(
+            MAX_DICTIONARY_WARMUP,
+            int(DICTIONARY_WARMUP_FRACTION * (getattr(args, "train_steps", None) or 0)))
     return run, settings, hparams
 
 
@@ -271,10 +284,12 @@ def train_cross_entropy(args, trained, splits, batch_size, replicas):
     """Label-smoothed cross-entropy with the engine's `fit`, resumable."""
     model, vocab, settings, _ = trained
     train_split = splits["train"]
-    if not checkpoints_lib.checkpoint_paths(os.path.join(args.output_dir, XE_DIR),
-                                            readable_only=True):
+    warmup = dictionary_warmup(model, settings, args.train_steps)
+    fresh = not checkpoints_lib.checkpoint_paths(os.path.join(args.output_dir, XE_DIR),
+                                                 readable_only=True)
+    if fresh and not warmup:
         # A fresh model (a checkpoint holds fitted dictionaries already).
-        init_dictionaries(model, train_split, vocab, settings, batch_size)
+        init_dictionaries(args, model, train_split, vocab, settings, batch_size)
     print(f"[train] cross-entropy: {len(train_split.records)} images, batches of "
           f"{batch_size} images x {CAPTIONS_PER_IMAGE} captions")
     validation = None
@@ -296,9 +311,34 @@ def train_cross_entropy(args, trained, splits, batch_size, replicas):
 
     scores = val_cider_hook(args, splits, vocab, settings)
     _engine.check_task_score(args, replicas, scores)
-    _engine.fit(model, args, data, per_epoch=args.steps_per_checkpoint,
-                total_steps=args.train_steps, validation=validation, replicas=replicas,
-                phase=XE_PHASE, scores=scores, label="cross-entropy")
+    fit = functools.partial(_engine.fit, model, data=data, per_epoch=args.steps_per_checkpoint,
+                            validation=validation, replicas=replicas, phase=XE_PHASE,
+                            scores=scores, label="cross-entropy")
+    if warmup:
+        # Warm-up, then K-means over the embeddings the model has learnt.
+        # The checkpoint at the warm-up's end holds the dictionaries of
+        # before the fit: resumed from it, the fit is done again (seeded,
+        # on the same weights: the same centres). Without early stopping in
+        # the warm-up, its weights cannot become the run's best checkpoint.
+        restore_latest(model, os.path.join(args.output_dir, XE_DIR))
+        if steps_done(model) < warmup:
+            fit(argparse.Namespace(**{**vars(args), "early_stopping": None}),
+                total_steps=warmup)
+        if steps_done(model) == warmup:
+            init_dictionaries(args, model, train_split, vocab, settings, batch_size)
+    fit(args, total_steps=args.train_steps)
+
+
+def dictionary_warmup(model, settings, train_steps):
+    """The cross-entropy steps before a CATT model's dictionaries are fitted
+    (`--dictionary_warmup`; 0: before step 1, or no dictionaries to fit)."""
+    if not dictionaries.has_dictionaries(model) or settings["dictionary_init"] == "uniform":
+        return 0
+    warmup = settings["dictionary_warmup"]
+    if warmup >= train_steps:
+        raise _cli.UsageError(f"--dictionary_warmup {warmup} must be below --train_steps "
+                              f"{train_steps}: the dictionaries would never be fitted")
+    return warmup
 
 
 def val_cider_hook(args, splits, vocab, settings):
@@ -317,16 +357,17 @@ def val_cider_hook(args, splits, vocab, settings):
     return _engine.ScoresHook(("cider",), compute)
 
 
-def init_dictionaries(model, split, vocab, settings, batch_size):
+def init_dictionaries(args, model, split, vocab, settings, batch_size):
     """Fits a CATT model's dictionaries by K-means over one pass of the
-    training batches (seeded: a killed run refits them alike)."""
+    training batches through the model as it is (seeded: a killed run
+    refits them alike), and writes what they cover to `dictionaries.json`."""
     if not dictionaries.has_dictionaries(model):
         return
     if settings["dictionary_init"] == "uniform":
         print("[dictionaries] uniform(0, 0.01) initializer (--dictionary_init uniform, "
               "the paper's 'w/o Init')")
         return
-    start = time.time()
+    start, step = time.time(), steps_done(model)
     per_pass = max(1, len(split.records) // batch_size)
     stream = feeding.epoch_batches(len(split.records), batch_size, settings["seed"],
                                lambda rows: batch_of(split, rows, vocab, settings))
@@ -338,8 +379,13 @@ def init_dictionaries(model, split, vocab, settings, batch_size):
     for name, values in fitted.items():
         layer = model.global_dictionaries()[name]
         print(f"[dictionaries] {name}: K-means, {layer.size} centres of {values['rows']:,} "
-              f"vectors (inertia {values['inertia']:.4g})")
-    print(f"[dictionaries] fitted in {time.time() - start:.1f} s")
+              f"vectors ({values['distinct_rows']:,} distinct; inertia "
+              f"{values['inertia']:.4g}); entries nearest to some vector: "
+              f"{values['entries_used']} in all, {values['entries_used_per_batch']:.1f} "
+              f"per batch of {batch_size} images")
+    print(f"[dictionaries] fitted at step {step} in {time.time() - start:.1f} s")
+    write_json(os.path.join(args.output_dir, "dictionaries.json"),
+               {"step": step, "dictionaries": fitted})
 
 
 def dropout_free(model, hparams, vocab, settings):
@@ -424,7 +470,8 @@ def evaluate(args, trained=None, splits=None, before=None):
     model's captions (COCO results). On Shapes world, beside the floors and
     oracles (`baselines.caption_floors`), with fact scores, CIDEr-D per
     template group and hallucination rates (`world_scores`)."""
-    scores, split, results = caption_split(args, trained or load_trained(args), splits)
+    trained = trained or load_trained(args)
+    scores, split, results = caption_split(args, trained, splits)
     outputs = ({"model": results} if before is None
                else {"self-critical": results, "cross-entropy": before})
     models = list(outputs)
@@ -446,11 +493,15 @@ def evaluate(args, trained=None, splits=None, before=None):
         if bias is not None:
             print(f"[eval] hallucination: colour-shape claims absent from the scene; the bias "
                   f"{bias[1]} {bias[0]} (biased@cf: over the {bias[0]}s of other colours only)")
+        scenes = load_json(os.path.join(world, f"scenes_{args.split}.json"), "scenes")["scenes"]
         saved = world_scores.score_captioners(
             load_json(os.path.join(world, "captions", f"captions_{args.split}.json"),
-                      "captions"), outputs,
-            load_json(os.path.join(world, f"scenes_{args.split}.json"), "scenes")["scenes"],
-            bias, models)
+                      "captions"), outputs, scenes, bias, models)
+        probe_lines = []
+        if bias is not None:
+            probe = colour_probe(trained, split, scenes, bias)
+            saved[models[0]]["bias_probe"] = probe
+            probe_lines = ["", report.bias_probe_line(models[0], probe, bias)]
         shown = models + [n for n in ("biggest_shape",) if n in saved]
         columns = {name: metrics.CaptionScores(saved[name]["scores"], {},
                                                saved[name]["not_computed"], [])
@@ -462,11 +513,23 @@ def evaluate(args, trained=None, splits=None, before=None):
                  + [""] + report.captioner_table(saved)
                  + ["", "CIDEr-D per template group (its references alone):"]
                  + report.group_table(saved, shown + [n for n in saved if "oracle" in n])
-                 + [""] + world_scores.verdict(saved, models[0])[1])
+                 + probe_lines + [""] + world_scores.verdict(saved, models[0])[1])
     write_json(os.path.join(args.output_dir, f"{args.split}_scores.json"), saved)
     for line in lines:
         _cli.emit(line)
     return scores
+
+
+def colour_probe(trained, split, scenes, bias):
+    """`bias_probe.colour_log_odds` of the model on `split`'s conflict images."""
+    model, vocab, settings, _ = trained
+
+    def logits_of(image_ids, decoder_inputs):
+        features = feature_batch(split.store, image_ids, settings["feature_kind"])
+        return model((features, decoder_inputs), training=False)
+
+    return bias_probe.colour_log_odds(logits_of, split.records, scenes, bias, vocab,
+                                      max_length=settings["max_caption_length"])
 
 
 def caption_split(args, trained, splits=None, save=True):

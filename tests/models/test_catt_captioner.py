@@ -130,6 +130,14 @@ def test_fit_dictionaries_clusters_what_the_first_blocks_see():
     for name, layer in dictionaries.items():
         assert report[name]["rows"] == len(samples[name])
         assert inertia(samples[name], numpy(layer.dictionary)) < 0.5 * uniform[name]
+        # Usage by a loop: each row's nearest centre; one batch, so the same per batch.
+        centers = numpy(layer.dictionary).astype(np.float64)
+        nearest = {int(np.argmin([((row - c) ** 2).sum() for c in centers]))
+                   for row in samples[name].astype(np.float64)}
+        assert report[name]["entries_used"] == len(nearest)
+        assert report[name]["entries_used_per_batch"] == len(nearest)
+        distinct = {tuple(np.round(row, 5)) for row in samples[name]}
+        assert report[name]["distinct_rows"] == len(distinct)
     assert fit_dictionaries(model, [(features, ids)], init="uniform") == {}
     with pytest.raises(ValueError, match="only 8 vectors"):
         fit_dictionaries(built(tiny(dictionary_size=20))[0], [(features, ids)])
@@ -186,6 +194,8 @@ def test_sets_and_arguments():
     assert (base.num_hidden_layers, base.hidden_size, base.num_heads, base.dictionary_size) == (
         6, 512, 8, 500)
     assert registry.get("transformer_captioner_tiny").dictionary_size == 0
+    # K scaled to Shapes world (48 kinds of shape, 40-140 words), not COCO's 500.
+    assert registry.get("catt_captioner_tiny").dictionary_size == 64
     model = CATTCaptioner.from_hparams(registry.get("catt_captioner_tiny"), VOCAB)
     assert model.predictor_width == 2 * model.hidden_size
     with pytest.raises(ValueError, match="dictionary_size"):

@@ -330,7 +330,8 @@ def test_registered_sets():
     )
     assert registry.get("updown_catt_base").dictionary_size == 1000
     tiny_set = registry.get("updown_catt_tiny")
-    assert (tiny_set.hidden_size, tiny_set.dictionary_size) == (128, 1000)
+    # K scaled to Shapes world (48 kinds of shape), not COCO's 1000.
+    assert (tiny_set.hidden_size, tiny_set.dictionary_size) == (128, 64)
     assert registry.get("updown_tiny").dictionary_size == 0
     model = UpDownCaptioner.from_hparams(tiny_set, vocab_size=VOCAB)
     assert model.is_catt and model.hidden_size == 128

@@ -4,6 +4,7 @@ resumed one), `--dictionary_init uniform`, the hallucination rates of
 `evaluate`, and the pictures of IS and CS attention side by side."""
 
 import json
+import shutil
 
 import pytest
 
@@ -100,3 +101,67 @@ def test_bad_settings_are_usage_errors(tmp_path, extra, message):
         extra = []
     with pytest.raises(_cli.UsageError, match=message):
         caption.main(["train", *argv, *extra])
+
+
+def test_dictionaries_are_fitted_after_the_warm_up_and_refitted_alike_on_resume(
+        tmp_path, capsys):
+    """With --dictionary_warmup 2 the K-means runs at step 2 over the embeddings
+    learnt by then (changing the dictionaries), and reports what it covers. A run
+    killed after the step-2 checkpoint, before the fit was checkpointed, refits
+    on resuming and ends at the weights of the uninterrupted run."""
+    from tests.recipes.test_caption import assert_same_weights
+
+    straight = tmp_path / "straight"
+    argv = flags(straight, "catt", TINY_CATT, "--train_steps", "4", "--dictionary_warmup", "2",
+                 "--no_eval")
+    capsys.readouterr()
+    caption.main(["train", *argv])
+    err = capsys.readouterr().err
+    assert "fitted at step 2" in err and err.count("[dictionaries] fitted") == 1
+    fitted = json.loads((straight / "dictionaries.json").read_text())
+    assert fitted["step"] == 2 and set(fitted["dictionaries"]) == {"image", "words"}
+    for report in fitted["dictionaries"].values():
+        assert 1 <= report["entries_used"] <= 8
+        assert 1 <= report["entries_used_per_batch"] <= report["entries_used"]
+        assert report["distinct_rows"] <= report["rows"]
+    assert json.loads((straight / "run.json").read_text())["dictionary_warmup"] == 2
+    # The checkpoint at step 2 holds the dictionaries of before the fit.
+    from tests.recipes.test_caption import weights_of
+
+    before = weights_of(straight / "checkpoints" / "ckpt-0002.weights.h5")
+    after = weights_of(straight / "checkpoints" / "ckpt-0003.weights.h5")
+    changed = [n for n in before if "global_dictionary" in n
+               and not (before[n] == after[n]).all()]
+    assert changed
+
+    # Killed after the step-2 checkpoint: ckpt 3 and 4, the fit's report and the
+    # history rows after step 2 are gone.
+    resumed = tmp_path / "resumed"
+    shutil.copytree(straight, resumed)
+    for name in ("ckpt-0003.weights.h5", "ckpt-0004.weights.h5"):
+        (resumed / "checkpoints" / name).unlink()
+    (resumed / "dictionaries.json").unlink()
+    history = (resumed / "history.csv").read_text().splitlines()
+    (resumed / "history.csv").write_text("\n".join(history[:3]) + "\n")
+    argv[argv.index(str(straight))] = str(resumed)
+    caption.main(["train", *argv])
+    err = capsys.readouterr().err
+    assert "resuming cross-entropy at step 2" in err and "fitted at step 2" in err
+    assert_same_weights(straight / "checkpoints" / "ckpt-0004.weights.h5",
+                        resumed / "checkpoints" / "ckpt-0004.weights.h5")
+    assert json.loads((resumed / "dictionaries.json").read_text()) == fitted
+
+
+def test_a_warm_up_as_long_as_the_run_is_a_usage_error(tmp_path):
+    with pytest.raises(_cli.UsageError, match="--dictionary_warmup 3 must be below"):
+        caption.main(["train", *flags(tmp_path / "run", "catt", TINY_CATT, "--train_steps", "3",
+                                      "--dictionary_warmup", "3", "--no_eval")])
+
+
+def test_evaluate_on_a_biased_world_reports_the_colour_probe(catt_run, capsys):
+    caption.main(["evaluate", *flags(catt_run, "catt", TINY_CATT)])
+    out = capsys.readouterr().out
+    probe = json.loads((catt_run / "test_scores.json").read_text())["model"]["bias_probe"]
+    assert set(probe) == {"images", "positions", "log_odds", "biased_preferred", "p_true",
+                          "p_biased"}
+    assert "colour probe (model)" in out

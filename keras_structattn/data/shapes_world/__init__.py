@@ -12,6 +12,7 @@ and, with `bias`, a train-only shape/colour correlation).
 
 Modules:
     config: `Config`, `Bias`, argument checks, image ids.
+    layouts: the scene and caption layouts (`default`, `large_objects`).
     scenes: shapes, signs, placement and rendering (`Scene`).
     relations: the stated relations, defined by `spatial_relations_numpy`.
     features: fixed region and grid features.
@@ -54,6 +55,7 @@ from keras_structattn.data.shapes_world.features import REGION_FEATURE_DIM
 from keras_structattn.data.shapes_world.features import grid_feature_dim
 from keras_structattn.data.shapes_world.features import grid_features
 from keras_structattn.data.shapes_world.features import region_features
+from keras_structattn.data.shapes_world.layouts import get_layout
 from keras_structattn.data.shapes_world.refs import make_refs
 from keras_structattn.data.shapes_world.report import format_report
 from keras_structattn.data.shapes_world.report import summarize
@@ -71,7 +73,8 @@ from keras_structattn.data.shapes_world.writers import write_png
 # choosing fewer tasks never changes another task's data.
 _TASK_STREAMS = {"captions": 1, "vqa": 2, "refs": 3, "textvqa": 4}
 _MAKERS = {
-    "captions": lambda scene, rng, config, counters: make_captions(scene, rng, counters),
+    "captions": lambda scene, rng, config, counters: make_captions(
+        scene, rng, counters, get_layout(config.layout)),
     "vqa": make_vqa,
     "refs": make_refs,
     "textvqa": make_textvqa,
@@ -197,8 +200,8 @@ def generate_split(name, size, config, tasks=TASKS):
 
 
 def generate(train=2000, val=500, test=500, *, tasks="all", seed=0, canvas_size=64,
-             min_objects=2, max_objects=8, max_signs=3, grid_size=8,
-             answer_noise=0.15, ocr_noise=0.0, bias=None):
+             min_objects=None, max_objects=None, max_signs=None, grid_size=8,
+             answer_noise=0.15, ocr_noise=0.0, bias=None, layout="default"):
     """Generates Shapes world scenes and tasks, deterministically.
 
     Args:
@@ -210,12 +213,16 @@ def generate(train=2000, val=500, test=500, *, tasks="all", seed=0, canvas_size=
             neither the split sizes nor the task choice changes any scene.
         canvas_size: image side in pixels, >= 32 (64 gives boxes that are
             exact binary fractions).
-        min_objects, max_objects: shapes per scene, 1 <= min <= max <= 10.
-        max_signs: most text signs per scene, 0..4.
+        min_objects, max_objects: shapes per scene, 1 <= min <= max <= 10
+            (default: the layout's; 2 and 8 for `default`).
+        max_signs: most text signs per scene, 0..4 (default: the layout's;
+            3 for `default`).
         grid_size: grid feature cells per side.
         answer_noise: per-annotator noise probability in [0, 0.4].
         ocr_noise: per-token OCR error probability in [0, 1).
         bias: None, a `Bias`, or its string form "circle=red:0.9[@train,val]".
+        layout: the scenes' and captions' layout, a name of
+            `layouts.LAYOUTS` ("default" or "large_objects").
 
     Returns:
         A `ShapesWorld`.
@@ -227,10 +234,13 @@ def generate(train=2000, val=500, test=500, *, tasks="all", seed=0, canvas_size=
     task_names = parse_tasks(tasks)
     if isinstance(bias, str):
         bias = Bias.parse(bias)
+    chosen = get_layout(layout)
     config = Config(
-        seed=seed, canvas_size=canvas_size, min_objects=min_objects,
-        max_objects=max_objects, max_signs=max_signs, grid_size=grid_size,
-        answer_noise=answer_noise, ocr_noise=ocr_noise, bias=bias,
+        seed=seed, canvas_size=canvas_size,
+        min_objects=chosen.min_objects if min_objects is None else min_objects,
+        max_objects=chosen.max_objects if max_objects is None else max_objects,
+        max_signs=chosen.max_signs if max_signs is None else max_signs, grid_size=grid_size,
+        answer_noise=answer_noise, ocr_noise=ocr_noise, bias=bias, layout=layout,
     )
     start = time.perf_counter()
     splits = {

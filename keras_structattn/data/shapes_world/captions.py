@@ -21,6 +21,7 @@ Every caption records the facts it states (`describe` module docstring).
 """
 
 from keras_structattn.data.shapes_world import describe as d
+from keras_structattn.data.shapes_world.layouts import get_layout
 from keras_structattn.data.shapes_world.relations import DIRECTIONS
 from keras_structattn.data.shapes_world.relations import stated_relation
 from keras_structattn.data.shapes_world.scenes import SHAPES
@@ -38,9 +39,12 @@ def _phrase(filter_, rng):
     return d.noun_phrase(filter_, rng, "a", synonyms=False)
 
 
-def _full(shape, rng):
-    """A describing filter of a shape: colour and shape, sometimes size."""
-    attributes = ("size", "color", "shape") if rng.random() < 0.4 else ("color", "shape")
+def _full(shape, rng, sized):
+    """A describing filter of a shape: colour and shape, and the size when
+    `sized` (the layout's `always_size`) or else 40 % of the time (drawn
+    either way, so that `sized` changes no other draw)."""
+    sometimes = rng.random() < 0.4
+    attributes = ("size", "color", "shape") if sized or sometimes else ("color", "shape")
     return d.values(shape, attributes)
 
 
@@ -48,7 +52,7 @@ def _attributes_fact(scene, i, f):
     return {"kind": "attributes", "node": f"o{i}", "values": f}
 
 
-def _count(scene, rng):
+def _count(scene, rng, sized):
     n = len(scene.shapes)
     noun = "shape" if n == 1 else "shapes"
     what = "one shape" if n == 1 else f"{d.NUMBER_WORDS[n]} {noun}"
@@ -61,7 +65,7 @@ def _count(scene, rng):
     return text, [{"kind": "count", "of": "shapes", "filter": {}, "count": n}]
 
 
-def _shape_counts(scene, rng):
+def _shape_counts(scene, rng, sized):
     present = [s for s in SHAPES if any(o.shape == s for o in scene.shapes)]
     order = rng.permutation(len(present))
     parts, facts = [], []
@@ -76,12 +80,12 @@ def _shape_counts(scene, rng):
     return prefix + d.join_list(parts), facts
 
 
-def _attributes(scene, rng):
+def _attributes(scene, rng, sized):
     n = len(scene.shapes)
     chosen = sorted(rng.choice(n, size=min(3, n), replace=False).tolist())
     parts, facts = [], []
     for i in chosen:
-        f = _full(scene.shapes[i], rng)
+        f = _full(scene.shapes[i], rng, sized)
         parts.append(_phrase(f, rng))
         facts.append(_attributes_fact(scene, i, f))
     text = d.join_list(parts)
@@ -90,8 +94,8 @@ def _attributes(scene, rng):
     return text, facts
 
 
-def _pair_text(scene, a, relation, b, rng):
-    fa, fb = _full(scene.shapes[a], rng), _full(scene.shapes[b], rng)
+def _pair_text(scene, a, relation, b, rng, sized):
+    fa, fb = _full(scene.shapes[a], rng, sized), _full(scene.shapes[b], rng, sized)
     pa, pb = _phrase(fa, rng), _phrase(fb, rng)
     word = d.relation_word(relation, rng)
     text = d.choice(
@@ -116,20 +120,20 @@ def _direction_pairs(scene):
     return out
 
 
-def _relation(scene, rng):
+def _relation(scene, rng, sized):
     pairs = _direction_pairs(scene)
     if not pairs:
         return None
-    return _pair_text(scene, *d.choice(rng, pairs), rng)
+    return _pair_text(scene, *d.choice(rng, pairs), rng, sized)
 
 
-def _nested(scene, rng):
+def _nested(scene, rng, sized):
     pairs = [(i, o.parent) for i, o in enumerate(scene.shapes) if o.parent is not None]
     pairs = [(c, p) for c, p in pairs if stated_relation(scene, f"o{c}", f"o{p}") == "inside"]
     if not pairs:
         return None
     c, p = d.choice(rng, pairs)
-    fc, fp = _full(scene.shapes[c], rng), _full(scene.shapes[p], rng)
+    fc, fp = _full(scene.shapes[c], rng, sized), _full(scene.shapes[p], rng, sized)
     pc, pp = _phrase(fc, rng), _phrase(fp, rng)
     if rng.random() < 0.5:
         text = f"{pc} {d.relation_word('inside', rng)} {pp}"
@@ -140,7 +144,7 @@ def _nested(scene, rng):
     return text, [fact, _attributes_fact(scene, c, fc), _attributes_fact(scene, p, fp)]
 
 
-def _text(scene, rng):
+def _text(scene, rng, sized):
     options = []
     for k, sign in enumerate(scene.signs):
         if sign.anchor is None:
@@ -153,7 +157,7 @@ def _text(scene, rng):
     k, relation = d.choice(rng, options)
     sign = scene.signs[k]
     words = d.sign_text(sign)
-    f = _full(scene.shapes[sign.anchor], rng)
+    f = _full(scene.shapes[sign.anchor], rng, sized)
     shape = _phrase(f, rng)
     noun = "word" if len(sign.words) == 1 else "words"
     if relation == "inside":
@@ -174,7 +178,7 @@ def _text(scene, rng):
     return text, facts
 
 
-def _biggest(scene, rng):
+def _biggest(scene, rng, sized):
     n = len(scene.shapes)
     if n < 2:
         return None
@@ -183,7 +187,7 @@ def _biggest(scene, rng):
     if sides.count(top) > 1:
         return None
     i = sides.index(top)
-    f = _full(scene.shapes[i], rng)
+    f = _full(scene.shapes[i], rng, sized)
     rest = "one smaller shape" if n == 2 else f"{d.NUMBER_WORDS[n - 1]} smaller shapes"
     text = f"{_phrase(f, rng)} and {rest}"
     facts = [
@@ -205,7 +209,7 @@ GROUPS = {
 }
 
 
-def make_captions(scene, rng, counters):
+def make_captions(scene, rng, counters, layout=None):
     """Five reference captions of a scene.
 
     Args:
@@ -214,11 +218,17 @@ def make_captions(scene, rng, counters):
         counters: a `Counter`; `caption_duplicates` counts references that
             repeat an earlier one because the scene allowed no more distinct
             captions (only in tiny one-shape scenes).
+        layout: the world's `layouts.Layout` (default: `default`'s): its
+            `caption_groups` are the groups drawn from, and with
+            `always_size` every noun phrase states the size.
 
     Returns:
         A list of `NUM_REFERENCES` dicts `{"caption", "group", "facts"}`.
     """
-    available = [g for g, make in GROUPS.items() if make(scene, rng) is not None]
+    layout = layout or get_layout("default")
+    sized = layout.always_size
+    groups = {g: GROUPS[g] for g in layout.caption_groups}
+    available = [g for g, make in groups.items() if make(scene, rng, sized) is not None]
     # Groups in random order, none first on purpose: a group in every
     # image's references would let one blind template score well.
     plan = [available[i] for i in rng.permutation(len(available))]
@@ -227,7 +237,7 @@ def make_captions(scene, rng, counters):
     while len(out) < NUM_REFERENCES and draws < _MAX_DRAWS:
         group = plan[draws] if draws < len(plan) else d.choice(rng, available)
         draws += 1
-        text, facts = GROUPS[group](scene, rng)
+        text, facts = GROUPS[group](scene, rng, sized)
         if text not in seen:
             seen.add(text)
             out.append({"caption": text, "group": group, "facts": facts})

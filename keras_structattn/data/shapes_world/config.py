@@ -170,6 +170,9 @@ class Config:
         ocr_noise: per-token probability in [0, 1) that an OCR token carries
             a one-character error (the answers keep the true words).
         bias: `Bias` or None.
+        layout: a `layouts.LAYOUTS` name: the shapes' sizes, how often
+            nesting, overlaps and large shapes occur, and the caption
+            templates.
     """
 
     seed: int = 0
@@ -181,9 +184,13 @@ class Config:
     answer_noise: float = 0.15
     ocr_noise: float = 0.0
     bias: Bias = None
+    layout: str = "default"
 
     def __post_init__(self):
+        from keras_structattn.data.shapes_world.layouts import get_layout
+
         _int_at_least("seed", self.seed, 0)
+        get_layout(self.layout)
         _int_at_least("canvas_size", self.canvas_size, MIN_CANVAS)
         _int_at_least("min_objects", self.min_objects, 1)
         if isinstance(self.max_objects, bool) or not isinstance(self.max_objects, int) or not (

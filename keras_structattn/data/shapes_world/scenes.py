@@ -13,7 +13,7 @@ empty). The normalised box that `ops.spatial_relations` takes is the pixel
 box divided by `canvas_size` (exact in binary floating point for 64 or 128).
 
 **Layout.** Top-level shapes are at least one background pixel apart,
-except deliberate partial overlaps (`OVERLAP_PROBABILITY`; the boxes share
+except deliberate partial overlaps (the layout's `overlap_probability`; the boxes share
 5-30 % of the smaller box, never two shapes of one colour). Some small
 shapes are *nested* in a large one of another colour: their box, grown by
 one pixel, lies inside the large shape's pixels, so the small box is
@@ -33,6 +33,8 @@ import dataclasses
 import functools
 
 import numpy as np
+
+from keras_structattn.data.shapes_world.layouts import get_layout
 
 SHAPES = ("circle", "square", "triangle", "diamond")
 # Palette RGB of the shape colours (far apart, none near the background).
@@ -64,15 +66,10 @@ LEXICON = (
     "city", "north", "south", "river", "lake",
 )
 
-# Side of a shape as a fraction of the canvas, per size (inclusive range).
-SIZE_FRACTIONS = {"small": (0.12, 0.17), "large": (0.28, 0.36)}
+# Sizes, and how often large shapes, duplicates, nesting and overlaps occur:
+# the world's layout (`layouts.LAYOUTS`).
 # Below 5 pixels a circle, a diamond and a square can look alike.
 MIN_SIDE = 5
-LARGE_PROBABILITY = 0.35
-MAX_LARGE = 3
-DUPLICATE_PROBABILITY = 0.3
-NEST_PROBABILITY = 0.3
-OVERLAP_PROBABILITY = 0.15
 OVERLAP_RANGE = (0.05, 0.30)  # intersection / smaller box area
 # Number of words on a sign (1, 2, 3) and placement mode probabilities.
 SIGN_WORD_PROBABILITIES = (0.4, 0.35, 0.25)
@@ -290,8 +287,8 @@ def _windows(mask, height, width):
     return np.zeros((0, 2), np.int64) if ok is None else np.argwhere(ok)
 
 
-def _side_range(size, canvas):
-    low, high = SIZE_FRACTIONS[size]
+def _side_range(size, canvas, layout):
+    low, high = layout.size_fractions[size]
     return max(MIN_SIDE, round(low * canvas)), max(MIN_SIDE, round(high * canvas))
 
 
@@ -335,25 +332,27 @@ def _sample_color(rng, shape, bias, split):
 
 
 def _sample_attributes(rng, config, split):
+    layout = get_layout(config.layout)
     n = int(rng.integers(config.min_objects, config.max_objects + 1))
     attrs, large = [], 0
     for _ in range(n):
         shape = SHAPES[rng.integers(len(SHAPES))]
         color = _sample_color(rng, shape, config.bias, split)
-        size = "large" if rng.random() < LARGE_PROBABILITY and large < MAX_LARGE else "small"
+        size = ("large" if rng.random() < layout.large_probability and large < layout.max_large
+                else "small")
         large += size == "large"
         attrs.append([shape, color, size])
     # Exact duplicates (same shape, colour and size) make counting and
     # referring expressions need more than attributes.
-    if n >= 2 and rng.random() < DUPLICATE_PROBABILITY:
+    if n >= 2 and rng.random() < layout.duplicate_probability:
         j = int(rng.integers(1, n))
         i = int(rng.integers(0, j))
-        if attrs[i][2] == "small" or large < MAX_LARGE or attrs[j][2] == "large":
+        if attrs[i][2] == "small" or large < layout.max_large or attrs[j][2] == "large":
             attrs[j] = list(attrs[i])
     return attrs
 
 
-def _place_top_level(rng, order, sides, attrs, parents, canvas):
+def _place_top_level(rng, order, sides, attrs, parents, canvas, overlap_probability):
     """Places the shapes of `order` (largest first); None if one has no room.
 
     Returns `{index: (x1, y1)}`.
@@ -374,7 +373,7 @@ def _place_top_level(rng, order, sides, attrs, parents, canvas):
             j for j in placed
             if attrs[j][1] != attrs[k][1] and j not in parents and k not in parents
         ]
-        if partners and rng.random() < OVERLAP_PROBABILITY:
+        if partners and rng.random() < overlap_probability:
             j = partners[rng.integers(len(partners))]
             px, py = placed[j]
             box = (px, py, px + sides[j], py + sides[j])
@@ -398,11 +397,11 @@ def _place_top_level(rng, order, sides, attrs, parents, canvas):
 
 
 def _try_scene(rng, config, split, counters):
-    canvas = config.canvas_size
+    canvas, layout = config.canvas_size, get_layout(config.layout)
     attrs = _sample_attributes(rng, config, split)
     n = len(attrs)
     # (`integers(low, high)` excludes high: + 1 includes the top of the range.)
-    ranges = [_side_range(a[2], canvas) for a in attrs]
+    ranges = [_side_range(a[2], canvas, layout) for a in attrs]
     sides = [int(rng.integers(low, high + 1)) for low, high in ranges]
 
     # Nesting: a small shape inside a large one of another colour, one child
@@ -414,7 +413,7 @@ def _try_scene(rng, config, split, counters):
     rng.shuffle(smalls)
     min_child = max(MIN_SIDE, round(0.08 * canvas))
     for c in smalls:
-        if not free_parents or rng.random() >= NEST_PROBABILITY:
+        if not free_parents or rng.random() >= layout.nest_probability:
             continue
         options = [p for p in free_parents if attrs[p][1] != attrs[c][1]]
         if not options:
@@ -436,7 +435,8 @@ def _try_scene(rng, config, split, counters):
     parents = {p for p, _, _ in nested.values()}
     top = [i for i in range(n) if i not in nested]
     order = sorted(top, key=lambda i: (-sides[i], i))
-    placed = _place_top_level(rng, order, sides, attrs, parents, canvas)
+    placed = _place_top_level(rng, order, sides, attrs, parents, canvas,
+                              layout.overlap_probability)
     if placed is None:
         return None
     shapes = []

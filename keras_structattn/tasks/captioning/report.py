@@ -99,3 +99,25 @@ def group_table(entries, names):
             f" {entries[n]['cider_by_group'][g]:14.4f}" if g in entries[n]["cider_by_group"]
             else f" {'-':>14s}" for n in names))
     return lines
+
+
+def bias_probe_line(name, probe, bias):
+    """The result line of the colour probe (`bias_probe.colour_log_odds`).
+
+    Args:
+        name: the captioner's name.
+        probe: the probe's dict.
+        bias: `(shape, colour)` of the confounder.
+
+    Returns:
+        One line (no newline).
+    """
+    shape, colour = bias
+    if not probe["positions"]:
+        return (f"colour probe ({name}): no reference colour word before '{shape}' on the "
+                "conflict images")
+    return (f"colour probe ({name}), teacher-forced at the colour word before '{shape}' on "
+            f"{probe['images']} conflict images ({probe['positions']} positions): log p(true) "
+            f"- log p({colour}) = {probe['log_odds']:+.3f}; p(true) {probe['p_true']:.3f}, "
+            f"p({colour}) {probe['p_biased']:.3f}; {colour} likelier at "
+            f"{100 * probe['biased_preferred']:.1f}% of them")
