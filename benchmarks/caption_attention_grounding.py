@@ -1,14 +1,19 @@
-"""Whether a trained region captioner attends to the objects its words name.
+"""Whether a trained captioner attends to the objects its words name.
 
 For each test image of a Shapes world captioning run, the run's beam-search
 caption is fed back teacher-forced and, for every colour or shape word, the
 region its attention weights most (Up-Down's top-down attention, or a CATT
 captioner's in-sample attention; mean over heads) is compared with the
 scene: does that region's shape have the word's colour (or shape), and is
-it an object that the word's noun phrase ("a red diamond") describes? The
-script prints, per word kind, the share of words whose most attended region
-matches, next to the share expected if the region were drawn at random
-(the mean over images of the matching regions' share).
+it an object that the word's noun phrase ("a large red diamond") describes?
+For a grid captioner (`--model area`) the attention of the first decoder
+layer is over areas (rectangles of grid cells; single cells without area
+attention), and an area stands for the object whose box covers most of its
+pixels (none: a miss). The script prints, per word kind, the share of words
+whose most attended region matches, next to the share expected if the
+region were drawn at random (the mean over images of the matching regions'
+share), and for a grid captioner the mean size in cells of the most
+attended area when the phrase names a large and a small shape.
 
 Usage:
     python -m benchmarks.caption_attention_grounding --output_dir RUN [--split test]
@@ -21,23 +26,51 @@ import numpy as np
 
 from keras_structattn.data.shapes_world.scenes import COLOR_NAMES
 from keras_structattn.data.shapes_world.scenes import SHAPES
+from keras_structattn.data.shapes_world.scenes import SIZES
 
 
 def phrases(words):
     """`(position, kind, value, phrase_filter)` of each colour and shape word:
-    kind "color" or "shape", and the filter of the noun phrase it is in."""
+    kind "color" or "shape", and the filter of the noun phrase it is in
+    (its size, colour and shape words)."""
     out, current = [], {}
     for t, word in enumerate(words):
-        if word in COLOR_NAMES:
-            current = {"color": word}
+        if word in SIZES:
+            current = {"size": word}
+        elif word in COLOR_NAMES:
+            current = {"color": word} if "color" in current or "shape" in current else current
+            current["color"] = word
             out.append([t, "color", word, current])
         elif word in SHAPES:
             current["shape"] = word
             out.append([t, "shape", word, current])
             current = {}
-        elif word not in ("large", "small", "a", "an"):
+        elif word not in ("a", "an"):
             current = {}
     return out
+
+
+def area_objects(coordinates, shapes, cell):
+    """The object each area stands for: the index of the shape whose box
+    covers most of the area's pixels, -1 where none does.
+
+    Args:
+        coordinates: int `[A, 4]` areas `(row, col, height, width)` in cells.
+        shapes: the scene's shapes (`box` `[x1, y1, x2, y2]` in pixels).
+        cell: a cell's side in pixels.
+
+    Returns:
+        int `[A]`.
+    """
+    rows, cols, heights, widths = (coordinates[:, k].astype(float) for k in range(4))
+    x1, y1 = cols * cell, rows * cell
+    x2, y2 = x1 + widths * cell, y1 + heights * cell
+    overlaps = np.zeros((len(coordinates), len(shapes) + 1))
+    for j, shape in enumerate(shapes):
+        bx1, by1, bx2, by2 = shape["box"]
+        overlaps[:, j + 1] = (np.clip(np.minimum(x2, bx2) - np.maximum(x1, bx1), 0, None)
+                              * np.clip(np.minimum(y2, by2) - np.maximum(y1, by1), 0, None))
+    return np.argmax(overlaps, axis=1) - 1
 
 
 def matches(shape, filter_):
@@ -68,7 +101,15 @@ def main():
         scenes = {int(s["image_id"]): s for s in json.load(f)["scenes"]}
     image_ids = [r.image_id for r in split.records]
     captions = commands.caption_images(trained, split.store, image_ids, args)
+    grid = settings["feature_kind"] == "grid"
+    if grid:
+        coordinates = model.area_coordinates(0)
+        with open(os.path.join(given.output_dir, "shapes_world", "manifest.json"),
+                  encoding="utf-8") as f:
+            canvas = json.load(f)["config"]["canvas_size"]
+        cell = canvas / settings["feature_shape"][0]
     hits, chance, counts = collections.Counter(), collections.Counter(), collections.Counter()
+    sizes = collections.defaultdict(list)
     for image_id, caption in zip(image_ids, captions):
         decoder_inputs, words = batches.teacher_forced_input(vocab, caption)
         features = commands.feature_batch(split.store, [image_id], settings["feature_kind"])
@@ -79,18 +120,29 @@ def main():
         weights = ops.convert_to_numpy(weights)[0]
         weights = weights.mean(0) if weights.ndim == 3 else weights
         shapes = scenes[image_id]["shapes"]
+        # What each attended unit stands for: an object index, -1 for none.
+        objects = (area_objects(coordinates, shapes, cell) if grid
+                   else np.arange(weights.shape[-1]))
+        candidates = objects if grid else objects[: len(shapes)]
         for t, kind, value, phrase in phrases(words):
-            top = int(np.argmax(weights[t][: len(shapes)]))
+            top = int(np.argmax(weights[t][: len(candidates)]))
+            if grid and "size" in phrase:
+                sizes[phrase["size"]].append(int(coordinates[top, 2] * coordinates[top, 3]))
             for name, test in ((f"{kind} word", {kind: value}), (f"{kind} word's phrase", phrase)):
+                found = [o >= 0 and matches(shapes[o], test) for o in candidates]
                 counts[name] += 1
-                hits[name] += matches(shapes[top], test)
-                chance[name] += np.mean([matches(s, test) for s in shapes])
-    print(f"run {given.output_dir} ({settings['model']}), {given.split} split, "
-          f"{len(image_ids)} captions: the most attended region when the word is produced")
+                hits[name] += found[top]
+                chance[name] += np.mean(found)
+    print(f"run {given.output_dir} ({settings['model']}, {settings['hparams_set']}), "
+          f"{given.split} split, {len(image_ids)} captions: the most attended "
+          f"{'area of decoder layer 0' if grid else 'region'} when the word is produced")
     print(f"{'word':24s} {'words':>6s} {'on a match':>11s} {'at random':>10s}")
     for name in counts:
         print(f"{name:24s} {counts[name]:6d} {hits[name] / counts[name]:11.1%} "
               f"{chance[name] / counts[name]:10.1%}")
+    for size, cells in sorted(sizes.items()):
+        print(f"most attended area when the phrase names a {size} shape: "
+              f"{np.mean(cells):.2f} cells on average ({len(cells)} words)")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ def test_each_colour_and_shape_word_gets_its_noun_phrase():
     found = phrases(words)
     assert [(t, kind, value) for t, kind, value, _ in found] == [
         (2, "color", "red"), (3, "shape", "square"), (7, "color", "blue"), (8, "shape", "circle")]
-    assert found[0][3] == found[1][3] == {"color": "red", "shape": "square"}
-    assert found[2][3] == {"color": "blue", "shape": "circle"}
+    assert found[0][3] == found[1][3] == {"size": "large", "color": "red", "shape": "square"}
+    assert found[2][3] == {"size": "small", "color": "blue", "shape": "circle"}
 
 
 def test_a_shape_without_colour_and_words_between_start_new_phrases():
@@ -19,3 +19,15 @@ def test_a_shape_without_colour_and_words_between_start_new_phrases():
         ("shape", "triangle", {"shape": "triangle"}), ("color", "green", {"color": "green"})]
     shape = {"shape": "triangle", "color": "red", "size": "small"}
     assert matches(shape, {"shape": "triangle"}) and not matches(shape, {"color": "green"})
+
+
+def test_areas_stand_for_the_object_covering_most_of_their_pixels():
+    import numpy as np
+
+    from benchmarks.caption_attention_grounding import area_objects
+
+    shapes = [{"box": [0, 0, 16, 16]}, {"box": [20, 4, 30, 14]}]
+    # Cells of 8 pixels: (row, col, height, width).
+    areas = np.array([[0, 0, 2, 2], [0, 2, 1, 1], [0, 2, 2, 2], [3, 3, 1, 1], [1, 1, 1, 2]])
+    # [1, 1, 1, 2] covers pixels x 8-24, y 8-16: 8x8 of shape 0, 4x6 of shape 1.
+    assert area_objects(areas, shapes, 8).tolist() == [0, 1, 1, -1, 0]
