@@ -16,6 +16,10 @@ FOLDER = "shapes_world"
 # `keras_structattn.data.shapes_world.layouts.LAYOUTS` (checked by a test;
 # not imported: the flags are parsed before Keras loads).
 WORLD_LAYOUTS = ("default", "large_objects")
+# World settings added after the first worlds were cached, with the value a
+# world saved without them has; left out of a new world's settings when
+# they hold it, so that such worlds keep their settings file.
+OPTIONAL_DEFAULTS = {"layout": "default", "region_geometry": True}
 
 
 def add_world_flags(group, train=2000, val=200, test=500):
@@ -33,6 +37,10 @@ def add_world_flags(group, train=2000, val=200, test=500):
                        help="Shapes world: a confounder, e.g. circle=red:0.9 (the shape takes "
                        "the colour with that probability in train and val; test stays "
                        "unbiased); see docs/shapes_world.md")
+    group.add_argument("--world_region_geometry", choices=("on", "off"), default=None,
+                       help="Shapes world: whether region features end with the box and "
+                       "its area (default on; off: appearance only, the boxes given apart, "
+                       "as MCAN vs MCAN+PA needs; docs/vqa.md)")
     group.add_argument("--world_layout", choices=WORLD_LAYOUTS, default=None,
                        help="Shapes world: default, or large_objects (2-4 shapes, large ones "
                        "3-5 grid cells wide, captions of sizes, shapes and relations: the "
@@ -75,13 +83,15 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
     folder = folder_of(args)
     bias = getattr(args, "world_bias", None)
     given = {split: getattr(args, f"world_{split}") for split in ("train", "val", "test")}
+    geometry = getattr(args, "world_region_geometry", None)
     given.update(seed=args.world_seed, bias=None if bias is None else canonical_bias(bias),
-                 layout=getattr(args, "world_layout", None))
+                 layout=getattr(args, "world_layout", None),
+                 region_geometry=None if geometry is None else geometry == "on")
     given = {key: value for key, value in given.items() if value is not None}
     saved = run_cache.read_settings(folder)
     if saved is not None:
-        # Worlds saved before layouts existed have the default one.
-        saved = {"layout": "default", **saved}
+        # Worlds saved before these settings existed have the defaults.
+        saved = {**OPTIONAL_DEFAULTS, **saved}
         wanted = {**saved, **given}
         if saved != wanted:
             differences = ", ".join(f"{k} {wanted[k]} (cached: {saved.get(k)})"
@@ -92,12 +102,14 @@ def ensure_world(args, *, tasks, default_seed, write_extras=None):
         print(f"[data] Shapes world: reusing {folder}")
         return folder
     wanted = {**args._world_sizes, "seed": _world_seed(args, default_seed), **given}
-    if wanted.get("layout") == "default":  # saved as worlds of before layouts were
-        del wanted["layout"]
+    for key, value in OPTIONAL_DEFAULTS.items():  # saved as worlds of before they were
+        if wanted.get(key) == value:
+            del wanted[key]
     world = run_cache.write_world(folder, wanted, tasks, write_extras)
     sizes = ", ".join(f"{k} {v}" for k, v in wanted.items() if k in ("train", "val", "test"))
     bias, layout = wanted.get("bias"), wanted.get("layout")
     print(f"[data] Shapes world generated in {world.seconds:.0f} s ({sizes} images, seed "
           f"{wanted['seed']}{', bias ' + bias if bias else ''}"
-          f"{', layout ' + layout if layout else ''}) -> {folder}")
+          f"{', layout ' + layout if layout else ''}"
+          f"{', regions without geometry' if 'region_geometry' in wanted else ''}) -> {folder}")
     return folder

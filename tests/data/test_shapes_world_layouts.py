@@ -111,3 +111,37 @@ def test_the_recipes_flag_lists_every_layout(tmp_path, capsys):
     # Left out, the cached world's layout is reused.
     args.world_layout = None
     assert _world.ensure_world(args, tasks="captions", default_seed=1) == folder
+
+
+def test_region_features_without_geometry_are_the_appearance_dims():
+    with_boxes = sw.generate(train=6, val=0, test=0, seed=4, tasks="vqa")
+    without = sw.generate(train=6, val=0, test=0, seed=4, tasks="vqa", region_geometry=False)
+    a, b = with_boxes.splits["train"].features, without.splits["train"].features
+    assert a["obj_features"].shape[-1] == sw.REGION_FEATURE_DIM == 30
+    assert b["obj_features"].shape[-1] == b["ocr_features"].shape[-1] == 25
+    np.testing.assert_array_equal(b["obj_features"], a["obj_features"][..., :25])
+    np.testing.assert_array_equal(b["obj_boxes"], a["obj_boxes"])  # the boxes stay
+    # Dims 25-29 were the box and its area: what the appearance-only world drops.
+    rows = a["num_obj"][0]
+    np.testing.assert_allclose(a["obj_features"][0, :rows, 25:29], a["obj_boxes"][0, :rows])
+    assert with_boxes.splits["train"].tasks == without.splits["train"].tasks
+
+
+def test_the_recipes_flag_makes_an_appearance_only_world(tmp_path):
+    from keras_structattn.data.shapes_world import run_cache
+    from recipes import _world
+    from recipes import vqa
+
+    args = vqa.build_parser().parse_args(
+        ["train", "--output_dir", str(tmp_path), "--world_region_geometry", "off",
+         "--world_train", "4", "--world_val", "2", "--world_test", "2"])
+    folder = _world.ensure_world(args, tasks="vqa", default_seed=1)
+    assert run_cache.read_settings(folder)["region_geometry"] is False
+    with np.load(f"{folder}/features_train.npz") as f:
+        assert f["obj_features"].shape[-1] == 25
+    # A default world's settings do not name the options it leaves at their defaults.
+    args = vqa.build_parser().parse_args(
+        ["train", "--output_dir", str(tmp_path / "plain"), "--world_train", "4",
+         "--world_val", "2", "--world_test", "2", "--world_region_geometry", "on"])
+    folder = _world.ensure_world(args, tasks="vqa", default_seed=1)
+    assert set(run_cache.read_settings(folder)) == {"train", "val", "test", "seed"}

@@ -54,6 +54,7 @@ from keras_structattn.data.shapes_world.config import parse_tasks
 from keras_structattn.data.shapes_world.features import REGION_FEATURE_DIM
 from keras_structattn.data.shapes_world.features import grid_feature_dim
 from keras_structattn.data.shapes_world.features import grid_features
+from keras_structattn.data.shapes_world.features import region_feature_dim
 from keras_structattn.data.shapes_world.features import region_features
 from keras_structattn.data.shapes_world.layouts import get_layout
 from keras_structattn.data.shapes_world.refs import make_refs
@@ -130,25 +131,27 @@ def split_features(scenes, config):
 
         - `images` uint8 [S, C, C, 3], `image_ids` int64 [S];
         - `num_obj` int32 [S], `obj_boxes` float32 [S, N, 4] (normalised
-          x1, y1, x2, y2), `obj_features` float32 [S, N, 30],
-          `obj_attributes` int32 [S, N, 3] (indices into SHAPES,
-          COLOR_NAMES, SIZES; -1 padding; for probes, not for models);
+          x1, y1, x2, y2), `obj_features` float32 [S, N, F] (F = 30, or
+          25 without `region_geometry`), `obj_attributes` int32 [S, N, 3]
+          (indices into SHAPES, COLOR_NAMES, SIZES; -1 padding; for
+          probes, not for models);
         - `num_ocr` int32 [S], `ocr_boxes` float32 [S, T, 4],
-          `ocr_features` float32 [S, T, 30];
+          `ocr_features` float32 [S, T, F];
         - `grid_features` float32 [S, G, G, 36].
     """
     s, c = len(scenes), config.canvas_size
     n, t, g = config.max_objects, max(1, config.max_signs * MAX_TOKENS_PER_SIGN), config.grid_size
+    geometry, dim = config.region_geometry, region_feature_dim(config.region_geometry)
     out = {
         "images": np.zeros((s, c, c, 3), np.uint8),
         "image_ids": np.zeros((s,), np.int64),
         "num_obj": np.zeros((s,), np.int32),
         "obj_boxes": np.zeros((s, n, 4), np.float32),
-        "obj_features": np.zeros((s, n, REGION_FEATURE_DIM), np.float32),
+        "obj_features": np.zeros((s, n, dim), np.float32),
         "obj_attributes": np.full((s, n, 3), -1, np.int32),
         "num_ocr": np.zeros((s,), np.int32),
         "ocr_boxes": np.zeros((s, t, 4), np.float32),
-        "ocr_features": np.zeros((s, t, REGION_FEATURE_DIM), np.float32),
+        "ocr_features": np.zeros((s, t, dim), np.float32),
         "grid_features": np.zeros((s, g, g, grid_feature_dim()), np.float32),
     }
     for k, scene in enumerate(scenes):
@@ -157,7 +160,8 @@ def split_features(scenes, config):
         boxes = [o.box for o in scene.shapes]
         out["num_obj"][k] = len(boxes)
         out["obj_boxes"][k, : len(boxes)] = scene.normalized_boxes("o")
-        out["obj_features"][k, : len(boxes)] = region_features(scene.palette_map, boxes)
+        out["obj_features"][k, : len(boxes)] = region_features(scene.palette_map, boxes,
+                                                               geometry)
         out["obj_attributes"][k, : len(boxes)] = [
             (SHAPES.index(o.shape), COLOR_NAMES.index(o.color), SIZES.index(o.size))
             for o in scene.shapes
@@ -166,7 +170,8 @@ def split_features(scenes, config):
         out["num_ocr"][k] = len(tokens)
         if tokens:
             out["ocr_boxes"][k, : len(tokens)] = scene.normalized_boxes("t")
-            out["ocr_features"][k, : len(tokens)] = region_features(scene.palette_map, tokens)
+            out["ocr_features"][k, : len(tokens)] = region_features(scene.palette_map, tokens,
+                                                                    geometry)
         out["grid_features"][k] = grid_features(scene.palette_map, g)
     return out
 
@@ -201,7 +206,8 @@ def generate_split(name, size, config, tasks=TASKS):
 
 def generate(train=2000, val=500, test=500, *, tasks="all", seed=0, canvas_size=64,
              min_objects=None, max_objects=None, max_signs=None, grid_size=8,
-             answer_noise=0.15, ocr_noise=0.0, bias=None, layout="default"):
+             answer_noise=0.15, ocr_noise=0.0, bias=None, layout="default",
+             region_geometry=True):
     """Generates Shapes world scenes and tasks, deterministically.
 
     Args:
@@ -223,6 +229,8 @@ def generate(train=2000, val=500, test=500, *, tasks="all", seed=0, canvas_size=
         bias: None, a `Bias`, or its string form "circle=red:0.9[@train,val]".
         layout: the scenes' and captions' layout, a name of
             `layouts.LAYOUTS` ("default" or "large_objects").
+        region_geometry: whether region and OCR features end with their
+            box and area (dims 25-29), or hold appearance only (25 dims).
 
     Returns:
         A `ShapesWorld`.
@@ -241,6 +249,7 @@ def generate(train=2000, val=500, test=500, *, tasks="all", seed=0, canvas_size=
         max_objects=chosen.max_objects if max_objects is None else max_objects,
         max_signs=chosen.max_signs if max_signs is None else max_signs, grid_size=grid_size,
         answer_noise=answer_noise, ocr_noise=ocr_noise, bias=bias, layout=layout,
+        region_geometry=region_geometry,
     )
     start = time.perf_counter()
     splits = {

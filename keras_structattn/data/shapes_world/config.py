@@ -173,6 +173,9 @@ class Config:
         layout: a `layouts.LAYOUTS` name: the shapes' sizes, how often
             nesting, overlaps and large shapes occur, and the caption
             templates.
+        region_geometry: whether region and OCR features end with the
+            normalised box and area (`features.region_features`); the
+            boxes are written beside them either way.
     """
 
     seed: int = 0
@@ -185,12 +188,16 @@ class Config:
     ocr_noise: float = 0.0
     bias: Bias = None
     layout: str = "default"
+    region_geometry: bool = True
 
     def __post_init__(self):
         from keras_structattn.data.shapes_world.layouts import get_layout
 
         _int_at_least("seed", self.seed, 0)
         get_layout(self.layout)
+        if not isinstance(self.region_geometry, bool):
+            raise ValueError("Argument `region_geometry` must be True or False. "
+                             f"Received: region_geometry={self.region_geometry!r}")
         _int_at_least("canvas_size", self.canvas_size, MIN_CANVAS)
         _int_at_least("min_objects", self.min_objects, 1)
         if isinstance(self.max_objects, bool) or not isinstance(self.max_objects, int) or not (

@@ -14,7 +14,10 @@ features of region-based models such as MCAN, MUAN, M4C):
   pixels whose palette index is the box's *main* index (the most frequent
   non-background index, lowest on ties; background if the box is all
   background).
-- dims 25-29: normalised box `x1, y1, x2, y2` and area.
+- dims 25-29: normalised box `x1, y1, x2, y2` and area; left out with
+  `geometry=False` (a world made with `Config.region_geometry=False`),
+  for models that must learn positions from the boxes alone (MCAN sees
+  none; MCAN+PA reads the boxes: docs/vqa.md).
 
 **Grid features** (`grid_feature_dim()` = 36 per cell; for grid-based
 captioners): the image is cut into `grid_size x grid_size` cells, each cell
@@ -29,7 +32,8 @@ from keras_structattn.data.shapes_world.scenes import NUM_PALETTE
 from keras_structattn.data.shapes_world.scenes import PALETTE
 
 OCCUPANCY = 4
-REGION_FEATURE_DIM = NUM_PALETTE + OCCUPANCY * OCCUPANCY + 5
+GEOMETRY_DIM = 5
+REGION_FEATURE_DIM = NUM_PALETTE + OCCUPANCY * OCCUPANCY + GEOMETRY_DIM
 SUB_CELLS = 2
 
 
@@ -73,16 +77,24 @@ def palette_indices(image):
     return order[pos].astype(np.uint8)
 
 
-def region_features(palette_map, boxes):
+def region_feature_dim(geometry=True):
+    """Size of one region feature: `REGION_FEATURE_DIM`, 5 less without the
+    box geometry."""
+    return REGION_FEATURE_DIM if geometry else REGION_FEATURE_DIM - GEOMETRY_DIM
+
+
+def region_features(palette_map, boxes, geometry=True):
     """Region features of pixel boxes (see the module docstring).
 
     Args:
         palette_map: uint8 `[H, W]` palette indices (square image).
         boxes: int `[N, 4]` pixel boxes `(x1, y1, x2, y2)`, `x2`/`y2`
             exclusive, non-empty.
+        geometry: whether the last 5 dims (the normalised box and area)
+            are included.
 
     Returns:
-        float32 `[N, REGION_FEATURE_DIM]`.
+        float32 `[N, region_feature_dim(geometry)]`.
     """
     canvas = palette_map.shape[0]
     boxes = np.asarray(boxes, np.int64).reshape(-1, 4)
@@ -98,9 +110,10 @@ def region_features(palette_map, boxes):
         hits = np.bincount(cell, weights=(crop.ravel() == main), minlength=OCCUPANCY**2)
         sizes = np.bincount(cell, minlength=OCCUPANCY**2)
         occupancy = np.divide(hits, sizes, out=np.zeros_like(hits), where=sizes > 0)
-        geometry = np.array([x1, y1, x2, y2, (x2 - x1) * (y2 - y1) / canvas], np.float64) / canvas
-        out[n] = np.concatenate([hist / hist.sum(), occupancy, geometry])
-    return out
+        box_geometry = np.array([x1, y1, x2, y2, (x2 - x1) * (y2 - y1) / canvas],
+                                np.float64) / canvas
+        out[n] = np.concatenate([hist / hist.sum(), occupancy, box_geometry])
+    return out if geometry else out[:, : region_feature_dim(False)]
 
 
 def grid_features(palette_map, grid_size):

@@ -1,7 +1,8 @@
 """A Shapes world generated once for a training run and reused.
 
 A recipe without data flags trains on a world written in its run folder
-(`write_world`), whose settings (sizes, seed, bias, layout) are saved beside it in
+(`write_world`), whose settings (sizes, seed, bias, layout, region
+geometry) are saved beside it in
 `recipe_world.json`: a later command reuses the world when it asks for the
 same settings (`read_settings`). The world is written to a temporary folder
 and renamed into place, so a killed run never leaves half a world, and the
@@ -47,8 +48,9 @@ def write_world(folder, settings, tasks, write_extras=None):
     Args:
         folder: where the world goes.
         settings: `train`, `val`, `test` (the splits' sizes), `seed` and
-            optionally `bias` (`Bias.parse`'s text) and `layout` (a
-            `layouts.LAYOUTS` name, default "default"); saved with the world.
+            optionally `bias` (`Bias.parse`'s text), `layout` (a
+            `layouts.LAYOUTS` name, default "default") and `region_geometry`
+            (default True); saved with the world.
         tasks: the tasks to generate (`generate`'s `tasks`).
         write_extras: optional `write_extras(world, temporary_folder)`,
             writing more files (baselines) into the folder being made.
@@ -60,7 +62,8 @@ def write_world(folder, settings, tasks, write_extras=None):
 
     world = shapes_world.generate(settings["train"], settings["val"], settings["test"],
                                   tasks=tasks, seed=settings["seed"], bias=settings.get("bias"),
-                                  layout=settings.get("layout", "default"))
+                                  layout=settings.get("layout", "default"),
+                                  region_geometry=settings.get("region_geometry", True))
     # One temporary folder per process: the processes of a multi-process
     # run on one host all make the same world.
     partial = f"{folder}.partial-{os.getpid()}"
