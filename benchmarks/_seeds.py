@@ -8,6 +8,7 @@ missing. The Shapes world of the first run is copied into the others
 """
 
 import datetime
+import json
 import os
 import platform
 import shutil
@@ -83,6 +84,62 @@ def train_run(out, done, world, command, **run_kwargs):
     result = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=True,
                             **run_kwargs)
     return result, time.time() - start
+
+
+class Ledger:
+    """A comparison's finished runs, kept in a JSON file as each ends.
+
+    The file (`benchmarks/results_<name>_runs.json`, committed beside the
+    results file) maps a run's name (`regular_seed3`) to what the comparison
+    reads of it (test scores, best and last step, seconds). A run found there
+    is not trained again, so a comparison stopped anywhere, its run folders
+    gone with the machine, resumes from the file; each write replaces the
+    file whole (a temporary file, then `os.replace`), so a kill leaves the
+    last complete ledger; several processes (seeds split between cores) may
+    share one file.
+
+    Args:
+        path: the JSON file, or None for no ledger (every run from its folder).
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.entries = {}
+        if path and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                self.entries = json.load(f)
+
+    def get(self, name):
+        """The entry of run `name`, or None if it has not finished."""
+        return self.entries.get(name)
+
+    def put(self, name, entry):
+        """Records run `name`'s `entry` and rewrites the file, merged with
+        what other processes of the comparison (other seeds) wrote to it
+        meanwhile, under a lock."""
+        self.entries[name] = entry
+        if not self.path:
+            return
+        import fcntl
+
+        with open(f"{self.path}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.exists(self.path):
+                with open(self.path, encoding="utf-8") as f:
+                    self.entries = dict(json.load(f), **{name: entry})
+            partial = f"{self.path}.partial"
+            with open(partial, "w", encoding="utf-8") as f:
+                json.dump(self.entries, f, indent=1, sort_keys=True)
+                f.write("\n")
+            os.replace(partial, self.path)
+
+
+def kept_scores(scores):
+    """What a ledger keeps of a caption run's `test_scores.json`: the model's
+    entry and the floors' (constant captions, biggest shape: the same for
+    every run of one world), not the oracles'."""
+    return {n: e for n, e in scores.items()
+            if n == "model" or n.startswith(("constant", "biggest"))}
 
 
 def print_preamble(script, backend=None):

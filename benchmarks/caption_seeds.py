@@ -24,7 +24,10 @@ precision of its size and shape claims (`keras_structattn.data.shapes_world
 .claims`). The script prints per-seed numbers, each arm's mean and range,
 and the differences to `regular` paired by seed with a 95% bootstrap
 interval of their mean. A run whose `test_scores.json` exists is reused, so
-a stopped comparison resumes where it was.
+a stopped comparison resumes where it was; each finished run's scores also
+go to a ledger committed beside the results (`--ledger`,
+`benchmarks/results_caption_area_cpu_runs.json`), so the comparison
+resumes from it when the run folders are gone.
 
 Usage:
     python -m benchmarks.caption_seeds [--seeds 1,2,3,4,5] \\
@@ -36,11 +39,15 @@ import json
 import os
 import subprocess
 
+from benchmarks._seeds import Ledger
 from benchmarks._seeds import early_stopped_steps
+from benchmarks._seeds import kept_scores
 from benchmarks._seeds import paired_lines
 from benchmarks._seeds import print_preamble
 from benchmarks._seeds import train_run
 
+LEDGER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "results_caption_area_cpu_runs.json")
 ARMS = {"regular": "captioner_tiny", "area2x2": "captioner_tiny_area2x2",
         "area3x3": "captioner_tiny_area3x3"}
 TRAINING = ("--world_layout", "large_objects", "--train_steps", "20000", "--scst_steps", "0",
@@ -58,9 +65,12 @@ MEASURES = (("CIDEr-D", lambda e: e["scores"]["CIDEr"]), ("fact F1", lambda e: e
             ("relation precision", _category("relation", "precision")))
 
 
-def run_arm(args, name, seed, world):
-    """Trains and evaluates one arm of one seed; returns `(test scores,
-    (best step, last step))`."""
+def run_arm(args, ledger, name, seed, world):
+    """Trains and evaluates one arm of one seed unless the ledger has it;
+    returns `(test scores, (best step, last step))`."""
+    done = ledger.get(f"{name}_seed{seed}")
+    if done is not None:
+        return done["scores"], tuple(done["steps"])
     out = os.path.join(args.output_dir, f"{name}_seed{seed}")
     scores_path = os.path.join(out, "test_scores.json")
     command = ["recipes.caption", "train", "--output_dir", out, "--model", "area",
@@ -74,12 +84,14 @@ def run_arm(args, name, seed, world):
     if seconds is not None:
         print(f"# {name}_seed{seed}: {seconds:.0f} s, best step {best} of {last}",
               flush=True)
+    scores = kept_scores(scores)
+    ledger.put(f"{name}_seed{seed}", dict(scores=scores, steps=[best, last], seconds=seconds))
     return scores, (best, last)
 
 
 def floor_lines(scores):
     """The floors of the first run's test split, one line."""
-    floors = {n: e for n, e in scores.items() if n != "model" and "oracle" not in n}
+    floors = {n: e for n, e in scores.items() if n != "model"}
     blind = {n: e for n, e in floors.items() if n.startswith("constant")}
     best_blind = max(blind, key=lambda n: blind[n]["scores"]["CIDEr"])
     best_f1 = max(blind, key=lambda n: blind[n]["fact_f1"])
@@ -94,9 +106,13 @@ def main():
     parser.add_argument("--seeds", default="1,2,3,4,5")
     parser.add_argument("--world_seed", type=int, default=1)
     parser.add_argument("--output_dir", default=os.path.join("runs", "caption_seeds"))
+    parser.add_argument("--ledger", default=LEDGER,
+                        help="the finished runs' results (JSON), kept as each run ends; "
+                        "'' for none")
     parser.add_argument("recipe_flags", nargs="*", help="after --: flags for every arm")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    ledger = Ledger(args.ledger or None)
     print_preamble("caption_seeds")
     print(f"# arms: python -m recipes.caption train --model area --hparams_set SET --seed S "
           f"--world_seed {args.world_seed} {' '.join(TRAINING)} {' '.join(args.recipe_flags)}"
@@ -106,9 +122,10 @@ def main():
     for seed in seeds:
         results[seed] = {}
         for name in ARMS:
-            scores, steps = run_arm(args, name, seed, world)
-            first = first or scores
-            world = world or os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
+            scores, steps = run_arm(args, ledger, name, seed, world)
+            first = first or (scores if "biggest_shape" in scores else None)
+            folder = os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
+            world = world or (folder if os.path.isdir(folder) else None)
             results[seed][name] = dict(scores["model"], steps=steps)
         print(f"# seed {seed}: " + "; ".join(
             f"{label} " + " ".join(f"{n} {value(results[seed][n]):.4f}" for n in ARMS)

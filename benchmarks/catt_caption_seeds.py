@@ -29,7 +29,10 @@ with a 95% bootstrap interval of their mean. The paper (Yang et al., 2021,
 arXiv:2103.03493) reports +3.2 CIDEr-D for Transformer+CATT on COCO
 (Table 3), -1.9 without the K-means initialisation (Table 6) and fewer
 hallucinated objects (CHAIR_s 12.1 -> 9.7). A run whose `test_scores.json`
-exists is reused, so a stopped comparison resumes where it was.
+exists is reused, so a stopped comparison resumes where it was; each
+finished run also goes to a ledger committed beside the results
+(`--ledger`, `benchmarks/results_catt_caption_cpu_runs.json`), from which
+the comparison resumes when the run folders are gone.
 
 Usage:
     python -m benchmarks.catt_caption_seeds [--seeds 1,2,3,4,5] [--models transformer,...] \\
@@ -41,11 +44,15 @@ import json
 import os
 import subprocess
 
+from benchmarks._seeds import Ledger
 from benchmarks._seeds import early_stopped_steps
+from benchmarks._seeds import kept_scores
 from benchmarks._seeds import paired_lines
 from benchmarks._seeds import print_preamble
 from benchmarks._seeds import train_run
 
+LEDGER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "results_catt_caption_cpu_runs.json")
 # name -> recipe flags
 MODELS = {
     "transformer": ["--model", "transformer"],
@@ -75,9 +82,13 @@ MEASURES = (
 )
 
 
-def run_one(args, name, seed, world):
-    """Trains and evaluates one run; returns its test scores and the
-    dictionaries it fitted (None for the twins and w/o Init)."""
+def run_one(args, ledger, name, seed, world):
+    """Trains and evaluates one run unless the ledger has it; returns its
+    test scores, `(best step, last step)` and the dictionaries it fitted
+    (None for the twins and w/o Init)."""
+    done = ledger.get(f"{name}_seed{seed}")
+    if done is not None:
+        return done["scores"], tuple(done["steps"]), done["dictionaries"]
     out = os.path.join(args.output_dir, f"{name}_seed{seed}")
     scores_path = os.path.join(out, "test_scores.json")
     command = ["recipes.caption", "train", "--output_dir", out, *MODELS[name],
@@ -97,6 +108,9 @@ def run_one(args, name, seed, world):
     if seconds is not None:
         print(f"# {name}_seed{seed}: {seconds:.0f} s, best step {best} of {last}",
               flush=True)
+    scores = kept_scores(scores)
+    ledger.put(f"{name}_seed{seed}", dict(scores=scores, steps=[best, last], seconds=seconds,
+                                          dictionaries=dictionaries))
     return scores, (best, last), dictionaries
 
 
@@ -107,9 +121,13 @@ def main():
     parser.add_argument("--bias", default="circle=red:0.95")
     parser.add_argument("--world_seed", type=int, default=1)
     parser.add_argument("--output_dir", default=os.path.join("runs", "catt_caption_seeds"))
+    parser.add_argument("--ledger", default=LEDGER,
+                        help="the finished runs' results (JSON), kept as each run ends; "
+                        "'' for none")
     parser.add_argument("recipe_flags", nargs="*", help="after --: flags for every arm")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    ledger = Ledger(args.ledger or None)
     names = args.models.split(",")
     print_preamble("catt_caption_seeds", backend="tensorflow")
     print(f"# recipe: python -m recipes.caption train --model M --seed S --world_seed "
@@ -120,9 +138,10 @@ def main():
     for seed in seeds:
         results[seed] = {}
         for name in names:
-            scores, (best, last), fitted = run_one(args, name, seed, world)
-            first = first or scores
-            world = world or os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
+            scores, (best, last), fitted = run_one(args, ledger, name, seed, world)
+            first = first or (scores if "biggest_shape" in scores else None)
+            folder = os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
+            world = world or (folder if os.path.isdir(folder) else None)
             results[seed][name] = dict(scores["model"], best_step=best)
             usage = "" if fitted is None else "; dictionaries " + ", ".join(
                 f"{d}: {v['entries_used']} entries used ({v['entries_used_per_batch']:.1f} per "

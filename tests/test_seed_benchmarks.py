@@ -48,3 +48,23 @@ def test_scst_control_arms_make_the_same_number_of_updates_and_pair_by_seed():
     # CIDEr-D: both seeds differ by +0.2, so the interval is that value.
     assert "+0.200, +0.200" in greedy and "per seed +0.200, +0.200" in greedy
     assert lines[0].startswith("CIDEr-D: scst  1.100") and len(lines) == 6
+
+
+def test_ledger_keeps_finished_runs_across_processes_and_kills(tmp_path):
+    """Two ledgers on one file (two processes' seeds) merge their entries;
+    a new ledger reads them back; a write leaves no partial file."""
+    from benchmarks._seeds import Ledger
+    from benchmarks._seeds import kept_scores
+
+    path = str(tmp_path / "runs.json")
+    first, second = Ledger(path), Ledger(path)
+    first.put("regular_seed1", {"steps": [3, 5]})
+    second.put("regular_seed4", {"steps": [2, 4]})
+    reread = Ledger(path)
+    assert reread.get("regular_seed1") == {"steps": [3, 5]}
+    assert reread.get("regular_seed4") == {"steps": [2, 4]}
+    assert reread.get("regular_seed2") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.json", "runs.json.lock"]
+    assert Ledger(None).get("regular_seed1") is None
+    scores = {"model": 1, "constant_count": 2, "biggest_shape": 3, "count_oracle": 4}
+    assert kept_scores(scores) == {"model": 1, "constant_count": 2, "biggest_shape": 3}

@@ -40,7 +40,8 @@ softmax (shared with the target embedding by default); token ids follow
 Hyper-parameter sets (`models/captioning/hparams_sets.py`): `captioner_tiny`,
 `captioner_small` and `captioner_base` (the paper's 6+6 layers x 512, 8
 heads), each with `_area2x2` and `_area3x3` variants (area attention in
-the first 2 layers, encoder self and encoder-decoder attention).
+the first third of the layers as the paper's first 2 of 6: 1 of tiny's 2, 1 of
+small's 3, 2 of base's 6; encoder self and encoder-decoder attention).
 """
 
 import keras
