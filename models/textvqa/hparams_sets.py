@@ -81,7 +81,9 @@ def m4c_base():
 
 
 def sa_m4c_base():
-    """SA-M4C as the paper's best setting: 2 plain + 4 spatial layers, c = 3."""
+    """SA-M4C's layers as in the paper (2 plain + 4 spatial) with the
+    released config's context c = 3 (`share3`); the paper finds c = 2 best
+    (docs/graph_attention.md)."""
     return m4c_hparams("sa_m4c")
 
 
