@@ -39,6 +39,21 @@ def check_explicit_attention_options(kwargs, layer_name):
         )
 
 
+def check_value_key_shapes(value_shape, key_shape=None):
+    """Keras MHA's first check of `build`, with its message: `value` and
+    `key` agree on every axis but the last. (A layer checks this before its
+    own shape rules, so that the error of a mismatch is Keras'.)"""
+    if key_shape is None:
+        return
+    value_shape, key_shape = tuple(value_shape), tuple(key_shape)
+    if value_shape[1:-1] != key_shape[1:-1]:
+        raise ValueError(
+            "All dimensions of `value` and `key`, except the last one, "
+            f"must be equal. Received: value_shape={value_shape} and "
+            f"key_shape={key_shape}"
+        )
+
+
 def check_sequence_shapes(layer, query_shape, value_shape):
     """Raises a ValueError unless query and value are `[B, T, dim]`."""
     if len(query_shape) != 3 or len(value_shape) != 3:

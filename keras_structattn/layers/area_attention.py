@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from keras_structattn import checks
+from keras_structattn.layers._masking import check_value_key_shapes
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops.areas import area_coordinates
 from keras_structattn.ops.areas import area_features
@@ -210,8 +211,13 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         self._area_temperature = float(area_temperature)
         self._top_k_areas = top_k_areas
         self._area_implementation = area_implementation
-        # Draws for area dropout and `sample` noise.
-        self._area_seed_generator = keras.random.SeedGenerator(seed)
+        # Draws for `sample` noise without dropout. Area dropout (and the
+        # noise, with dropout) draws from Keras MHA's own Dropout layer's
+        # generator, so that the layer has Keras MHA's seed generators: none
+        # without dropout, one with it (and none of its structure is off).
+        self._area_seed_generator = None
+        if area_key_mode.startswith("sample") and not dropout:
+            self._area_seed_generator = keras.random.SeedGenerator(seed)
         self._memory_length = None
         self._grid_height = memory_height
 
@@ -286,6 +292,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         return shape
 
     def build(self, query_shape, value_shape, key_shape=None):
+        check_value_key_shapes(value_shape, key_shape)
         key_shape = value_shape if key_shape is None else key_shape
         self._grid_height = self._grid_height_for(value_shape)
         self._grid_height_for(key_shape)
@@ -458,7 +465,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             training=bool(training),
             return_weights=need_weights,
             dropout_rate=self._dropout,
-            seed=self._area_seed_generator,
+            seed=self._area_seed(),
             implementation=self._area_implementation,
             **self._area_layout(),
         )
@@ -474,6 +481,13 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         if weights is not None:
             weights = ops.cast(weights, "float32")
         return ops.transpose(output, (0, 2, 1, 3)), weights
+
+    def _area_seed(self):
+        """The generator of area dropout and `sample` noise (None if neither
+        can draw)."""
+        if self._dropout:
+            return self._dropout_layer.seed_generator
+        return self._area_seed_generator
 
     def _learned_area_keys(self, key, training):
         """Area keys of Eq. 9: `Dense(ReLU(Dense(f)))` of area features `f`
@@ -500,7 +514,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             mean = feats["mean"]
             if training:
                 noise = keras.random.normal(
-                    ops.shape(mean), seed=self._area_seed_generator
+                    ops.shape(mean), seed=self._area_seed()
                 )
                 mean = mean + feats["std"] * noise
             feats = dict(feats, mean=mean)

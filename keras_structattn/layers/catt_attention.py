@@ -32,6 +32,7 @@ from keras import ops
 from keras_structattn import checks
 from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers._attention_core import scaled_dot_product_attention
+from keras_structattn.layers._masking import check_value_key_shapes
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.global_dictionary import own_dictionary
 from keras_structattn.layers.global_dictionary import resolve_dictionary_initializer
@@ -197,6 +198,7 @@ class CATTAttention(StructuredMultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None, dictionary_shape=None):
+        check_value_key_shapes(value_shape, key_shape)
         key_shape = value_shape if key_shape is None else key_shape
         if len(key_shape) != 3:
             raise ValueError(

@@ -42,6 +42,7 @@ from keras_structattn.layers._attention_core import scaled_dot_product_attention
 from keras_structattn.layers._masking import boolean_attention_mask
 from keras_structattn.layers._masking import check_explicit_attention_options
 from keras_structattn.layers._masking import check_sequence_shapes
+from keras_structattn.layers._masking import check_value_key_shapes
 from keras_structattn.layers._masking import compute_output_spec
 from keras_structattn.layers._masking import set_keras_mask
 
@@ -109,6 +110,7 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
 
     def build(self, query_shape, value_shape, key_shape=None):
+        check_value_key_shapes(value_shape, key_shape)
         check_sequence_shapes(self, query_shape, value_shape)
         super().build(query_shape, value_shape, key_shape)
 
@@ -348,7 +350,29 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         return LogitStructure(allowed=allowed)
 
     def _attend(self, query, key, value, structure, training, need_weights, state):
-        """`(context [B, T, N, dv], weights [B, N, T, S] float32 or None)`."""
+        """`(context [B, T, N, dv], weights [B, N, T, S] float32 or None)`.
+
+        A structure that is only a mask (no scale, bias or top-k) over
+        batched keys is Keras MHA's attention: it goes through
+        `_compute_attention`, Keras' documented override point, so that a
+        subclass overriding it behaves as on `keras.layers.MultiHeadAttention`.
+        Any other structure reaches the core directly; a subclass changes
+        those paths through this hook or `_logit_structure`.
+        """
+        if _is_mask_only(structure) and len(key.shape) == 4:
+            mask = structure.allowed
+            if mask is not None and mask.shape[1] == 1:
+                # Keras' `_compute_attention` takes `[B, T, S]` (a per-head
+                # `[B, N, T, S]` mask also broadcasts there, as it stays).
+                mask = ops.squeeze(mask, 1)
+            return self._compute_attention(
+                query, key, value, mask, training, need_weights
+            )
+        return self._core_attention(query, key, value, structure, training, need_weights)
+
+    def _core_attention(self, query, key, value, structure, training, need_weights):
+        """The one attention core (`_attention_core`) with this layer's
+        key size, dropout and compute dtype."""
         return scaled_dot_product_attention(
             query,
             key,
@@ -361,6 +385,53 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
             need_weights=need_weights,
         )
 
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        """Attention of projected heads, with Keras MHA's signature.
+
+        `keras.layers.MultiHeadAttention` documents this method as its
+        extension point; here it runs the library's core (float32 logits
+        and softmax, zero weights for a row without an allowed key), and the
+        plain path of every layer of the library calls it.
+
+        Args:
+            query: projected query `[B, T, N, key_dim]`.
+            key: projected key `[B, S, N, key_dim]`.
+            value: projected value `[B, S, N, value_dim]`.
+            attention_mask: None or a boolean mask (True = may attend)
+                `[B, T, S]`, or anything broadcastable to `[B, N, T, S]`
+                once the missing axes are added in front of T.
+            training: the dropout switch.
+            return_attention_scores: whether the weights are needed.
+            use_causal_mask: also mask the keys after each query (Keras
+                MHA's `_compute_attention` honours it too).
+
+        Returns:
+            `(attention_output [B, T, N, value_dim], attention_scores)`:
+            the weights `[B, N, T, S]` (float32), or None when they are not
+            needed and the fused kernel ran.
+        """
+        mask = attention_mask
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+            while len(mask.shape) < 4:
+                mask = ops.expand_dims(mask, -3)
+        if use_causal_mask:
+            rows = ops.arange(ops.shape(query)[1], dtype="int32")
+            cols = ops.arange(ops.shape(key)[1], dtype="int32")
+            mask = and_masks(mask, (cols[None, :] <= rows[:, None])[None, None])
+        return self._core_attention(
+            query, key, value, LogitStructure(allowed=mask), training, return_attention_scores
+        )
+
     def _output(self, context, output_gate, state):
         """The output projection of `context` (after Keras' output gate)."""
         if output_gate is not None:
@@ -370,6 +441,11 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
     def _extra_outputs(self, query, key, state):
         """A list of outputs to return after the attention weights."""
         return []
+
+
+def _is_mask_only(structure):
+    """Whether a `LogitStructure` adds nothing to Keras MHA but a mask."""
+    return structure.scale == 1.0 and structure.bias is None and structure.top_k is None
 
 
 _CALL_DOC = (
