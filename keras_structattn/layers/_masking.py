@@ -19,8 +19,9 @@ from keras_structattn.checks import known_values
 
 
 def check_explicit_attention_options(kwargs, layer_name):
-    """Rejects the `keras.layers.MultiHeadAttention` options that the layers
-    with an explicit, float32, zero-row softmax over axis 1 cannot honour.
+    """Rejects the `keras.layers.MultiHeadAttention` option that the layers,
+    attending over axis 1 of `[B, T, dim]` inputs, cannot honour: other
+    `attention_axes`.
 
     Args:
         kwargs: the MHA keyword arguments a layer received.
@@ -30,12 +31,6 @@ def check_explicit_attention_options(kwargs, layer_name):
         raise ValueError(
             f"{layer_name}: argument `attention_axes` must be None (attention over axis 1 "
             f"of [B, T, dim] inputs). Received: attention_axes={kwargs['attention_axes']!r}"
-        )
-    if kwargs.get("flash_attention"):
-        raise ValueError(
-            f"{layer_name}: argument `flash_attention` must be False or None: the flash "
-            "kernels cannot give zero outputs to rows without an allowed key. "
-            f"Received: flash_attention={kwargs['flash_attention']!r}"
         )
 
 

@@ -64,8 +64,9 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
       `H`), or flattened row-major as `[B, H * W, dim]` with
       `memory_height=H`. A `[B, H, W, dim]` query gives a `[B, H, W, out]`
       output.
-    * `attention_axes` must be left at its default and `flash_attention` is
-      not used.
+    * `attention_axes` must be left at its default. `flash_attention=True`
+      (Keras MHA's flash attention) needs 1x1 areas with a parameter-free
+      key: larger areas have no flash kernel.
 
     Masks are boolean, True = may attend. An area may be attended iff every
     item in it may, so padding masks and causal masks (raster order in 2-D)
@@ -172,8 +173,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         )
         checks.rate("dropout", dropout)
         # The base class rejects `attention_axes` other than the memory axis
-        # (2-D memories come as [B, H, W, dim] or with `memory_height`) and
-        # `flash_attention=True` (area attention has no flash kernel).
+        # (2-D memories come as [B, H, W, dim] or with `memory_height`).
         super().__init__(
             num_heads=num_heads,
             key_dim=key_dim,
@@ -202,7 +202,15 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
                 "key features, so `key_dim` must be even. "
                 f"Received: key_dim={key_dim}"
             )
-        self._flash_attention = False
+        if flash_attention and (
+            max_area_width > 1 or max_area_height > 1 or area_key_mode in MLP_KEY_MODES
+        ):
+            raise ValueError(
+                "Argument `flash_attention=True` needs max_area_width = max_area_height = 1 "
+                "and a parameter-free `area_key_mode`: area attention over larger areas "
+                f"has no flash kernel. Received: max_area_width={max_area_width}, "
+                f"max_area_height={max_area_height}, area_key_mode={area_key_mode!r}"
+            )
         self._max_area_width = max_area_width
         self._max_area_height = max_area_height
         self._memory_height = memory_height

@@ -101,7 +101,9 @@ class CATTAttention(StructuredMultiHeadAttention):
             (`value_dim`, `dropout` (on both branches' weights), `use_bias`,
             `output_shape` (an int), initializers, regularizers, constraints
             (`use_bias` and these also apply to the fusion dense), `seed`,
-            ...). `attention_axes` must be None and `flash_attention` False;
+            ...). `attention_axes` must be None; `flash_attention=True`
+            applies to IS-ATT (CS-ATT's shared dictionary keys take the
+            explicit path);
             `use_gate` (Keras' output gate) needs `share_weights=True` and
             gates both branches; a tuple `output_shape` cannot go with
             `"concat_dense"`.

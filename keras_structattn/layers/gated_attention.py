@@ -95,7 +95,8 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
             regularizers, constraints, `use_gate`, `seed`, ...). The gate's
             dense layers use the same initializers, regularizers and
             constraints, and have biases iff `use_bias`. `attention_axes`
-            must be None and `flash_attention` False or None.
+            must be None; `flash_attention` as in
+            `StructuredMultiHeadAttention`.
 
     Call arguments:
         query, value, key, query_mask, value_mask, key_mask, attention_mask,

@@ -73,8 +73,11 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
             (`value_dim`, `dropout`, `use_bias`, `output_shape`,
             initializers, regularizers, constraints, `use_gate`, `seed`,
             ...). `attention_axes` must be None (attention over axis 1 of
-            `[B, T, dim]` inputs) and `flash_attention` False or None (the
-            flash kernels cannot zero the rows without allowed keys).
+            `[B, T, dim]` inputs). `flash_attention=True` is Keras MHA's:
+            the fused kernel with flash attention, no dropout, no returned
+            scores (a row without an allowed key is still zeroed after the
+            kernel); a structure that cannot take the fused kernel then
+            raises a ValueError.
 
     Call arguments:
         query, value, key, query_mask, value_mask, key_mask, attention_mask,
@@ -383,6 +386,7 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
             training=training,
             compute_dtype=self.compute_dtype,
             need_weights=need_weights,
+            flash_attention=self._flash_attention,
         )
 
     def _compute_attention(
@@ -419,6 +423,13 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
             the weights `[B, N, T, S]` (float32), or None when they are not
             needed and the fused kernel ran.
         """
+        if self._flash_attention and return_attention_scores:
+            # Keras MHA's error, word for word.
+            raise ValueError(
+                "Returning attention scores is not supported when flash "
+                "attention is enabled. Please disable flash attention to access"
+                " attention scores."
+            )
         mask = attention_mask
         if mask is not None:
             mask = ops.cast(mask, "bool")

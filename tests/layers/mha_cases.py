@@ -40,11 +40,9 @@ EXTRA_INPUTS = {
 
 
 # Keras MHA arguments every structured layer refuses, by name: attention
-# over several axes, and Keras' flash switch (the layers choose their own
-# kernels). Each layer's bad-argument table ends with them.
+# over several axes. Each layer's bad-argument table ends with them.
 REFUSED_MHA_ARGUMENTS = [
     (dict(attention_axes=(1, 2)), "attention_axes"),
-    (dict(flash_attention=True), "flash_attention"),
 ]
 
 

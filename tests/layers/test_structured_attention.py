@@ -76,9 +76,9 @@ Not ported, and why:
   `[B, T, dim]` inputs and attend over axis 1 only (`attention_axes` must
   be None);
 * `test_basics_with_flash_attention`, `test_flash_attention_with_errors`,
-  the flash case of `test_correctness`: the layers reject
-  `flash_attention=True` (a flash kernel cannot give zero weights to a row
-  without allowed keys);
+  the flash case of `test_correctness`: run from Keras' file (on JAX;
+  `test_flash_attention_switch_is_keras` here checks the errors on every
+  backend);
 * `test_compute_attention_combines_causal_and_explicit_mask`,
   `test_causal_only_skipped_for_subclass`, `test_lora`,
   `test_quantize_int8`, `test_dtype_policy_map`: Keras' file itself runs
@@ -353,6 +353,30 @@ def test_compute_attention_hook(kind, use_causal_mask):
             assert_scores_close(ours[1], theirs[1])
         else:
             assert_close(ours, theirs)
+
+
+@each_layer
+def test_flash_attention_switch_is_keras(kind):
+    """`flash_attention=True` is accepted as in Keras MHA, with its errors
+    word for word (Keras' test runs on JAX and Torch only; this one on every
+    backend): no dropout, no returned scores."""
+    with pytest.raises(ValueError, match="Dropout is not supported when flash attention"):
+        make_layer(kind, **HEADS, flash_attention=True, dropout=0.1)
+    layer = make_layer(kind, **HEADS, flash_attention=True)
+    assert layer._flash_attention
+    query, value, _ = random_inputs(kind)
+    with pytest.raises(ValueError, match="Returning attention scores is not supported"):
+        layer(query, value, return_attention_scores=True)
+
+
+def test_flash_attention_with_a_structure_that_cannot_take_it_is_an_error():
+    # Top-k keeps some logits only: no fused kernel, so no flash attention.
+    layer = layer_class("graph")(
+        num_heads=2, key_dim=4, head_relations=[[0], [1]], top_k=2, flash_attention=True
+    )
+    query, value, _ = random_inputs("graph")
+    with pytest.raises(ValueError, match="flash_attention=True needs the fused .*top-k"):
+        layer(query, value)
 
 
 # ------------------------------------------------------------------ masks
