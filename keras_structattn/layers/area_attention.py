@@ -77,7 +77,10 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             sliding_window, kernel_initializer, bias_initializer,
             kernel_regularizer, bias_regularizer, activity_regularizer,
             kernel_constraint, bias_constraint, use_gate, seed: as in
-            `keras.layers.MultiHeadAttention`. `dropout` drops area weights.
+            `keras.layers.MultiHeadAttention`. `dropout` drops area weights,
+            drawing from Keras MHA's own dropout seed generator: the layer
+            has Keras MHA's seed generators (none without dropout), plus
+            one for the noise of a `sample` key mode without dropout.
         max_area_width: largest area width (span length in 1-D).
         max_area_height: largest area height (2-D memories).
         memory_height: rows of a flattened 2-D memory (1 for 1-D).
