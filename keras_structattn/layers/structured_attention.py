@@ -20,7 +20,12 @@ needs:
   `LogitStructure`.
 * `_attend(query, key, value, structure, training, need_weights, state)`:
   the attention itself (area attention attends to areas; CATT attention
-  adds its cross-sample branch).
+  adds its cross-sample branch). A structure that is only a mask goes on
+  to `_compute_attention(query, key, value, attention_mask, training,
+  return_attention_scores)`, Keras MHA's documented override point, with
+  Keras' arguments: a user's subclass overriding it changes the plain path
+  of every layer as it would change Keras MHA's; the structured paths are
+  changed through `_logit_structure` or `_attend`.
 * `_output(context, output_gate, state)`: the output projection.
 * `_extra_outputs(query, key, state)`: outputs after the scores.
 
