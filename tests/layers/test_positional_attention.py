@@ -669,11 +669,15 @@ def test_keras_files_of_the_previous_version_load(kind, tmp_path):
     layer = model.get_layer("positional")
     assert [w.path for w in layer.weights] == list(expected[f"{kind}_weight_paths"])
     inputs = [expected[f"{kind}_x"], expected[f"{kind}_positions"]]
-    np.testing.assert_allclose(to_np(model(inputs)), expected[f"{kind}_output"], atol=1e-5)
+    # The outputs were computed on TensorFlow; the box geometry's sines
+    # round differently on JAX (2e-5 at most here), far below what a wrong
+    # or misplaced weight would change.
+    atol = 1e-4
+    np.testing.assert_allclose(to_np(model(inputs)), expected[f"{kind}_output"], atol=atol)
     path = str(tmp_path / "again.keras")
     model.save(path)
     again = keras.saving.load_model(path)
-    np.testing.assert_allclose(to_np(again(inputs)), expected[f"{kind}_output"], atol=1e-5)
+    np.testing.assert_allclose(to_np(again(inputs)), expected[f"{kind}_output"], atol=atol)
 
 
 def test_without_positions_it_has_keras_weights_and_takes_none(tmp_path):
