@@ -118,6 +118,7 @@ def scaled_dot_product_attention(
     training,
     compute_dtype,
     need_weights,
+    flash_attention=None,
 ):
     """Attention of projected heads under a `LogitStructure`.
 
@@ -131,6 +132,10 @@ def scaled_dot_product_attention(
         training: the dropout switch.
         compute_dtype: the layer's compute dtype.
         need_weights: whether the caller needs the weights.
+        flash_attention: passed to `keras.ops.dot_product_attention` on the
+            fused path (None: the backend chooses). True demands that path
+            (Keras MHA's `flash_attention=True`): a call that cannot take
+            it raises a ValueError saying why.
 
     Returns:
         `(output [B, T, N, dv], weights [B, N, T, S] float32 or None)`.
@@ -139,22 +144,33 @@ def scaled_dot_product_attention(
     allowed = structure.allowed
     dropping = dropout_layer is not None and dropout_layer.rate > 0.0 and bool(training)
     shared = len(key.shape) == 3
-    fused = (
-        not need_weights
-        and not dropping
-        and not shared
-        and structure.top_k is None
-        and fused_dtype(compute_dtype)
-        # JAX's kernel wants values as wide as keys.
-        and key.shape[-1] == value.shape[-1]
-    )
+    unfused = [
+        reason
+        for reason, holds in (
+            ("the attention weights are returned", need_weights),
+            ("dropout is on", dropping),
+            ("keys and values are shared by the batch", shared),
+            ("top-k keeps only some logits", structure.top_k is not None),
+            (f"the compute dtype is {compute_dtype}", not fused_dtype(compute_dtype)),
+            # JAX's kernel wants values as wide as keys.
+            ("values and keys differ in width", key.shape[-1] != value.shape[-1]),
+        )
+        if holds
+    ]
+    fused = not unfused
+    if flash_attention and not fused:
+        raise ValueError(
+            "flash_attention=True needs the fused attention kernel, which this call "
+            f"cannot take: {'; '.join(unfused)}."
+        )
     if fused:
         bias = structure.bias
         if bias is not None and compute_dtype in FUSED_BIAS_LIMIT:
             limit = FUSED_BIAS_LIMIT[compute_dtype]
             bias = ops.clip(bias, -limit, limit)
         output = ops.dot_product_attention(
-            query, key, value, bias=bias, mask=allowed, scale=scale
+            query, key, value, bias=bias, mask=allowed, scale=scale,
+            flash_attention=flash_attention,
         )
         if allowed is not None:
             # [B, 1 or N, T, S] -> [B, T, 1 or N, 1]

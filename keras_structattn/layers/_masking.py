@@ -19,8 +19,9 @@ from keras_structattn.checks import known_values
 
 
 def check_explicit_attention_options(kwargs, layer_name):
-    """Rejects the `keras.layers.MultiHeadAttention` options that the layers
-    with an explicit, float32, zero-row softmax over axis 1 cannot honour.
+    """Rejects the `keras.layers.MultiHeadAttention` option that the layers,
+    attending over axis 1 of `[B, T, dim]` inputs, cannot honour: other
+    `attention_axes`.
 
     Args:
         kwargs: the MHA keyword arguments a layer received.
@@ -31,11 +32,20 @@ def check_explicit_attention_options(kwargs, layer_name):
             f"{layer_name}: argument `attention_axes` must be None (attention over axis 1 "
             f"of [B, T, dim] inputs). Received: attention_axes={kwargs['attention_axes']!r}"
         )
-    if kwargs.get("flash_attention"):
+
+
+def check_value_key_shapes(value_shape, key_shape=None):
+    """Keras MHA's first check of `build`, with its message: `value` and
+    `key` agree on every axis but the last. (A layer checks this before its
+    own shape rules, so that the error of a mismatch is Keras'.)"""
+    if key_shape is None:
+        return
+    value_shape, key_shape = tuple(value_shape), tuple(key_shape)
+    if value_shape[1:-1] != key_shape[1:-1]:
         raise ValueError(
-            f"{layer_name}: argument `flash_attention` must be False or None: the flash "
-            "kernels cannot give zero outputs to rows without an allowed key. "
-            f"Received: flash_attention={kwargs['flash_attention']!r}"
+            "All dimensions of `value` and `key`, except the last one, "
+            f"must be equal. Received: value_shape={value_shape} and "
+            f"key_shape={key_shape}"
         )
 
 

@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from keras_structattn import checks
+from keras_structattn.layers._masking import check_value_key_shapes
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops.areas import area_coordinates
 from keras_structattn.ops.areas import area_features
@@ -63,8 +64,9 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
       `H`), or flattened row-major as `[B, H * W, dim]` with
       `memory_height=H`. A `[B, H, W, dim]` query gives a `[B, H, W, out]`
       output.
-    * `attention_axes` must be left at its default and `flash_attention` is
-      not used.
+    * `attention_axes` must be left at its default. `flash_attention=True`
+      (Keras MHA's flash attention) needs 1x1 areas with a parameter-free
+      key: larger areas have no flash kernel.
 
     Masks are boolean, True = may attend. An area may be attended iff every
     item in it may, so padding masks and causal masks (raster order in 2-D)
@@ -75,7 +77,10 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             sliding_window, kernel_initializer, bias_initializer,
             kernel_regularizer, bias_regularizer, activity_regularizer,
             kernel_constraint, bias_constraint, use_gate, seed: as in
-            `keras.layers.MultiHeadAttention`. `dropout` drops area weights.
+            `keras.layers.MultiHeadAttention`. `dropout` drops area weights,
+            drawing from Keras MHA's own dropout seed generator: the layer
+            has Keras MHA's seed generators (none without dropout), plus
+            one for the noise of a `sample` key mode without dropout.
         max_area_width: largest area width (span length in 1-D).
         max_area_height: largest area height (2-D memories).
         memory_height: rows of a flattened 2-D memory (1 for 1-D).
@@ -171,8 +176,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         )
         checks.rate("dropout", dropout)
         # The base class rejects `attention_axes` other than the memory axis
-        # (2-D memories come as [B, H, W, dim] or with `memory_height`) and
-        # `flash_attention=True` (area attention has no flash kernel).
+        # (2-D memories come as [B, H, W, dim] or with `memory_height`).
         super().__init__(
             num_heads=num_heads,
             key_dim=key_dim,
@@ -201,7 +205,15 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
                 "key features, so `key_dim` must be even. "
                 f"Received: key_dim={key_dim}"
             )
-        self._flash_attention = False
+        if flash_attention and (
+            max_area_width > 1 or max_area_height > 1 or area_key_mode in MLP_KEY_MODES
+        ):
+            raise ValueError(
+                "Argument `flash_attention=True` needs max_area_width = max_area_height = 1 "
+                "and a parameter-free `area_key_mode`: area attention over larger areas "
+                f"has no flash kernel. Received: max_area_width={max_area_width}, "
+                f"max_area_height={max_area_height}, area_key_mode={area_key_mode!r}"
+            )
         self._max_area_width = max_area_width
         self._max_area_height = max_area_height
         self._memory_height = memory_height
@@ -210,8 +222,13 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         self._area_temperature = float(area_temperature)
         self._top_k_areas = top_k_areas
         self._area_implementation = area_implementation
-        # Draws for area dropout and `sample` noise.
-        self._area_seed_generator = keras.random.SeedGenerator(seed)
+        # Draws for `sample` noise without dropout. Area dropout (and the
+        # noise, with dropout) draws from Keras MHA's own Dropout layer's
+        # generator, so that the layer has Keras MHA's seed generators: none
+        # without dropout, one with it (and none of its structure is off).
+        self._area_seed_generator = None
+        if area_key_mode.startswith("sample") and not dropout:
+            self._area_seed_generator = keras.random.SeedGenerator(seed)
         self._memory_length = None
         self._grid_height = memory_height
 
@@ -286,6 +303,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         return shape
 
     def build(self, query_shape, value_shape, key_shape=None):
+        check_value_key_shapes(value_shape, key_shape)
         key_shape = value_shape if key_shape is None else key_shape
         self._grid_height = self._grid_height_for(value_shape)
         self._grid_height_for(key_shape)
@@ -458,7 +476,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             training=bool(training),
             return_weights=need_weights,
             dropout_rate=self._dropout,
-            seed=self._area_seed_generator,
+            seed=self._area_seed(),
             implementation=self._area_implementation,
             **self._area_layout(),
         )
@@ -474,6 +492,13 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
         if weights is not None:
             weights = ops.cast(weights, "float32")
         return ops.transpose(output, (0, 2, 1, 3)), weights
+
+    def _area_seed(self):
+        """The generator of area dropout and `sample` noise (None if neither
+        can draw)."""
+        if self._dropout:
+            return self._dropout_layer.seed_generator
+        return self._area_seed_generator
 
     def _learned_area_keys(self, key, training):
         """Area keys of Eq. 9: `Dense(ReLU(Dense(f)))` of area features `f`
@@ -500,7 +525,7 @@ class MultiHeadAreaAttention(StructuredMultiHeadAttention):
             mean = feats["mean"]
             if training:
                 noise = keras.random.normal(
-                    ops.shape(mean), seed=self._area_seed_generator
+                    ops.shape(mean), seed=self._area_seed()
                 )
                 mean = mean + feats["std"] * noise
             feats = dict(feats, mean=mean)

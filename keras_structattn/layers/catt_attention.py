@@ -32,6 +32,7 @@ from keras import ops
 from keras_structattn import checks
 from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers._attention_core import scaled_dot_product_attention
+from keras_structattn.layers._masking import check_value_key_shapes
 from keras_structattn.layers._masking import set_keras_mask
 from keras_structattn.layers.global_dictionary import own_dictionary
 from keras_structattn.layers.global_dictionary import resolve_dictionary_initializer
@@ -100,7 +101,9 @@ class CATTAttention(StructuredMultiHeadAttention):
             (`value_dim`, `dropout` (on both branches' weights), `use_bias`,
             `output_shape` (an int), initializers, regularizers, constraints
             (`use_bias` and these also apply to the fusion dense), `seed`,
-            ...). `attention_axes` must be None and `flash_attention` False;
+            ...). `attention_axes` must be None; `flash_attention=True`
+            applies to IS-ATT (CS-ATT's shared dictionary keys take the
+            explicit path);
             `use_gate` (Keras' output gate) needs `share_weights=True` and
             gates both branches; a tuple `output_shape` cannot go with
             `"concat_dense"`.
@@ -197,6 +200,7 @@ class CATTAttention(StructuredMultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None, dictionary_shape=None):
+        check_value_key_shapes(value_shape, key_shape)
         key_shape = value_shape if key_shape is None else key_shape
         if len(key_shape) != 3:
             raise ValueError(

@@ -9,8 +9,9 @@ paper's Eqs. 4-6):
     A = softmax(Q~ K~^T / sqrt(d_h)),  F = A V
 
 Token i's gate is computed from token i's query and token i's key, so the
-query and the key must be the same sequence length: this is self-attention.
-See docs/gated_attention.md.
+query and the key must be the same sequence length: with the gate on this
+is self-attention (with `qk_gate=False` the layer is Keras MHA and may
+cross-attend). See docs/gated_attention.md.
 """
 
 import keras
@@ -29,9 +30,10 @@ KEY_CHANNEL = 1
 def _check_same_length(query_length, key_length):
     if query_length is not None and key_length is not None and query_length != key_length:
         raise ValueError(
-            "GatedMultiHeadAttention is self-attention: the gate of token i is "
-            "computed from query i and key i, so `query` and `key` (or `value` "
-            "when `key` is None) must have the same length. Received: "
+            "GatedMultiHeadAttention with qk_gate=True is self-attention: the gate of "
+            "token i is computed from query i and key i, so `query` and `key` (or "
+            "`value` when `key` is None) must have the same length (qk_gate=False, "
+            "Keras MHA, may cross-attend). Received: "
             f"query length {query_length}, key length {key_length}"
         )
 
@@ -55,7 +57,10 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
 
     With `qk_gate=False` the layer is `keras.layers.MultiHeadAttention` with
     the same weights (the paper's ablation without the gate), apart from
-    query rows without any allowed key (below).
+    query rows without any allowed key (below); it then also cross-attends
+    (keys of another length than the queries), as Keras MHA does. With the
+    gate on, a cross-attention call raises a ValueError: there is no key i
+    to pair with query i.
 
     A query row with no allowed key has zero attention weights in every code
     path, so the layer outputs the output projection's bias there, never NaN.
@@ -90,14 +95,16 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
             regularizers, constraints, `use_gate`, `seed`, ...). The gate's
             dense layers use the same initializers, regularizers and
             constraints, and have biases iff `use_bias`. `attention_axes`
-            must be None and `flash_attention` False or None.
+            must be None; `flash_attention` as in
+            `StructuredMultiHeadAttention`.
 
     Call arguments:
         query, value, key, query_mask, value_mask, key_mask, attention_mask,
         return_attention_scores, training, use_causal_mask: as in
             `keras.layers.MultiHeadAttention` (boolean masks, True = may
-            attend); `key` (or `value` when `key` is None) must have the
-            query's length. An explicit `query_mask=` is honoured.
+            attend); with `qk_gate=True`, `key` (or `value` when `key` is
+            None) must have the query's length. An explicit `query_mask=`
+            is honoured.
         return_gates: keyword-only; also return the gates.
         cache, cache_update_index: keyword-only; as in
             `StructuredMultiHeadAttention` (a cache is written through
@@ -172,11 +179,13 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
         return config
 
     def build(self, query_shape, value_shape, key_shape=None):
-        key_length = (value_shape if key_shape is None else key_shape)[1]
-        _check_same_length(query_shape[1], key_length)
         super().build(query_shape, value_shape, key_shape)
         if not self._qk_gate:
+            # No gate, no pairing of query i with key i: Keras MHA, which
+            # cross-attends too.
             return
+        key_length = (value_shape if key_shape is None else key_shape)[1]
+        _check_same_length(query_shape[1], key_length)
         heads, width, gate = self._num_heads, self._key_dim, self._gate_dim
         bias = self._use_bias
         if not self._gate_per_head:
@@ -209,7 +218,7 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
         self._qk_gate_output = dense(out, "qk_gate_output", pooled)
 
     def _check_inputs(self, query, value, key, state):
-        if key is not None:
+        if self._qk_gate and key is not None:
             _check_same_length(query.shape[1], key.shape[1])
 
     def _transform_heads(self, query, key, state):

@@ -39,7 +39,8 @@ from keras_structattn.layers._attention_core import LogitStructure
 from keras_structattn.layers.structured_attention import StructuredMultiHeadAttention
 from keras_structattn.ops import box_geometry
 
-POSITION_TYPES = ("vectors", "boxes")
+# None: no positions (Keras MHA, with its weights and no others).
+POSITION_TYPES = ("vectors", "boxes", None)
 FUSIONS = ("scaled_sum", "relation_network", "add")
 # Relation Networks' floor of the geometry weight before the log.
 RELATION_NETWORK_FLOOR = 1e-6
@@ -66,7 +67,10 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
     (`geometry_dim` channels) and a per-head (or shared) weight `W_G`. The
     embedding is float32 and never materialised whole
     (`ops.box_geometry.geometry_logits`). `A_pos` is fused with the semantic
-    map as `fusion` says (module docstring).
+    map as `fusion` says (module docstring). With `position_type=None`
+    the layer takes no positions and builds no positional weights: it is
+    `keras.layers.MultiHeadAttention`, with its weights (a Keras MHA's
+    `get_weights()` loads into it and back).
 
     For self-attention, `key_positions` / `key_boxes` may be left out (the
     query's are used). A query row with no allowed key outputs zeros before
@@ -83,7 +87,12 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
         num_heads: number of attention heads.
         key_dim: size of each head for query and key (also for the
             positional projections).
-        position_type: `"vectors"` or `"boxes"` (above).
+        position_type: `"vectors"` (default), `"boxes"` (above), or None
+            (no positions: Keras MHA; the fusion and the position and
+            `geometry_*` arguments are then unused). A `"vectors"` or
+            `"boxes"` layer builds its positional weights whether or not a
+            call gives positions, so that its weights do not depend on its
+            calls (and the files saved with them keep loading).
         fusion: `"scaled_sum"` (Eq. 8), `"relation_network"` or `"add"`.
         position_dim: the width P of position vectors (default: the
             query's width). Vectors only.
@@ -175,8 +184,8 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
         # log-ratios, so float16 coordinates would move them by tenths of a
         # radian. So this layer does not cast its inputs to the compute dtype
         # (its dense sublayers still cast theirs), and its geometry weights
-        # are not autocast either.
-        self.autocast = False
+        # are not autocast either. Without positions it casts as Keras MHA.
+        self.autocast = position_type is None
         checks.one_of("position_type", position_type, POSITION_TYPES)
         checks.one_of("fusion", fusion, FUSIONS)
         if position_dim is not None:
@@ -232,6 +241,10 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)
+        if self._position_type is None:
+            return
+        # After Keras MHA's weights, in this order, as every version of the
+        # layer has built them (files saved with positions keep loading).
         common = self._get_common_kwargs_for_sublayer()
         if self._position_type == "vectors":
             width = self._position_dim or query_shape[-1]
@@ -301,6 +314,15 @@ class PositionalMultiHeadAttention(StructuredMultiHeadAttention):
         vectors = self._position_type == "vectors"
         names = ("query_positions", "key_positions", "query_boxes", "key_boxes")
         inputs = (query_positions, key_positions, query_boxes, key_boxes)
+        if self._position_type is None:
+            for name, tensor in zip(names, inputs):
+                if tensor is not None:
+                    raise ValueError(
+                        f"Argument `{name}` needs position_type='vectors' or 'boxes': "
+                        "this layer has position_type=None (no positions, no "
+                        "positional weights)."
+                    )
+            return None
         wanted, other = (names[:2], names[2:]) if vectors else (names[2:], names[:2])
         given = dict(zip(names, inputs))
         for name in other:

@@ -20,7 +20,12 @@ needs:
   `LogitStructure`.
 * `_attend(query, key, value, structure, training, need_weights, state)`:
   the attention itself (area attention attends to areas; CATT attention
-  adds its cross-sample branch).
+  adds its cross-sample branch). A structure that is only a mask goes on
+  to `_compute_attention(query, key, value, attention_mask, training,
+  return_attention_scores)`, Keras MHA's documented override point, with
+  Keras' arguments: a user's subclass overriding it changes the plain path
+  of every layer as it would change Keras MHA's; the structured paths are
+  changed through `_logit_structure` or `_attend`.
 * `_output(context, output_gate, state)`: the output projection.
 * `_extra_outputs(query, key, state)`: outputs after the scores.
 
@@ -42,6 +47,7 @@ from keras_structattn.layers._attention_core import scaled_dot_product_attention
 from keras_structattn.layers._masking import boolean_attention_mask
 from keras_structattn.layers._masking import check_explicit_attention_options
 from keras_structattn.layers._masking import check_sequence_shapes
+from keras_structattn.layers._masking import check_value_key_shapes
 from keras_structattn.layers._masking import compute_output_spec
 from keras_structattn.layers._masking import set_keras_mask
 
@@ -72,8 +78,11 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
             (`value_dim`, `dropout`, `use_bias`, `output_shape`,
             initializers, regularizers, constraints, `use_gate`, `seed`,
             ...). `attention_axes` must be None (attention over axis 1 of
-            `[B, T, dim]` inputs) and `flash_attention` False or None (the
-            flash kernels cannot zero the rows without allowed keys).
+            `[B, T, dim]` inputs). `flash_attention=True` is Keras MHA's:
+            the fused kernel with flash attention, no dropout, no returned
+            scores (a row without an allowed key is still zeroed after the
+            kernel); a structure that cannot take the fused kernel then
+            raises a ValueError.
 
     Call arguments:
         query, value, key, query_mask, value_mask, key_mask, attention_mask,
@@ -109,6 +118,7 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
 
     def build(self, query_shape, value_shape, key_shape=None):
+        check_value_key_shapes(value_shape, key_shape)
         check_sequence_shapes(self, query_shape, value_shape)
         super().build(query_shape, value_shape, key_shape)
 
@@ -348,7 +358,29 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
         return LogitStructure(allowed=allowed)
 
     def _attend(self, query, key, value, structure, training, need_weights, state):
-        """`(context [B, T, N, dv], weights [B, N, T, S] float32 or None)`."""
+        """`(context [B, T, N, dv], weights [B, N, T, S] float32 or None)`.
+
+        A structure that is only a mask (no scale, bias or top-k) over
+        batched keys is Keras MHA's attention: it goes through
+        `_compute_attention`, Keras' documented override point, so that a
+        subclass overriding it behaves as on `keras.layers.MultiHeadAttention`.
+        Any other structure reaches the core directly; a subclass changes
+        those paths through this hook or `_logit_structure`.
+        """
+        if _is_mask_only(structure) and len(key.shape) == 4:
+            mask = structure.allowed
+            if mask is not None and mask.shape[1] == 1:
+                # Keras' `_compute_attention` takes `[B, T, S]` (a per-head
+                # `[B, N, T, S]` mask also broadcasts there, as it stays).
+                mask = ops.squeeze(mask, 1)
+            return self._compute_attention(
+                query, key, value, mask, training, need_weights
+            )
+        return self._core_attention(query, key, value, structure, training, need_weights)
+
+    def _core_attention(self, query, key, value, structure, training, need_weights):
+        """The one attention core (`_attention_core`) with this layer's
+        key size, dropout and compute dtype."""
         return scaled_dot_product_attention(
             query,
             key,
@@ -359,6 +391,61 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
             training=training,
             compute_dtype=self.compute_dtype,
             need_weights=need_weights,
+            flash_attention=self._flash_attention,
+        )
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        """Attention of projected heads, with Keras MHA's signature.
+
+        `keras.layers.MultiHeadAttention` documents this method as its
+        extension point; here it runs the library's core (float32 logits
+        and softmax, zero weights for a row without an allowed key), and the
+        plain path of every layer of the library calls it.
+
+        Args:
+            query: projected query `[B, T, N, key_dim]`.
+            key: projected key `[B, S, N, key_dim]`.
+            value: projected value `[B, S, N, value_dim]`.
+            attention_mask: None or a boolean mask (True = may attend)
+                `[B, T, S]`, or anything broadcastable to `[B, N, T, S]`
+                once the missing axes are added in front of T.
+            training: the dropout switch.
+            return_attention_scores: whether the weights are needed.
+            use_causal_mask: also mask the keys after each query (Keras
+                MHA's `_compute_attention` honours it too).
+
+        Returns:
+            `(attention_output [B, T, N, value_dim], attention_scores)`:
+            the weights `[B, N, T, S]` (float32), or None when they are not
+            needed and the fused kernel ran.
+        """
+        if self._flash_attention and return_attention_scores:
+            # Keras MHA's error, word for word.
+            raise ValueError(
+                "Returning attention scores is not supported when flash "
+                "attention is enabled. Please disable flash attention to access"
+                " attention scores."
+            )
+        mask = attention_mask
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+            while len(mask.shape) < 4:
+                mask = ops.expand_dims(mask, -3)
+        if use_causal_mask:
+            rows = ops.arange(ops.shape(query)[1], dtype="int32")
+            cols = ops.arange(ops.shape(key)[1], dtype="int32")
+            mask = and_masks(mask, (cols[None, :] <= rows[:, None])[None, None])
+        return self._core_attention(
+            query, key, value, LogitStructure(allowed=mask), training, return_attention_scores
         )
 
     def _output(self, context, output_gate, state):
@@ -370,6 +457,11 @@ class StructuredMultiHeadAttention(keras.layers.MultiHeadAttention):
     def _extra_outputs(self, query, key, state):
         """A list of outputs to return after the attention weights."""
         return []
+
+
+def _is_mask_only(structure):
+    """Whether a `LogitStructure` adds nothing to Keras MHA but a mask."""
+    return structure.scale == 1.0 and structure.bias is None and structure.top_k is None
 
 
 _CALL_DOC = (

@@ -178,7 +178,9 @@ def anls(prediction, answers, *, threshold=0.5, mode="st_vqa"):
     Both strings are lower-cased and stripped (nothing else); NL is the
     Levenshtein distance divided by the longer length. With `mode="st_vqa"`
     (the paper) a pair scores 1 - NL if NL < `threshold`, else 0; two empty
-    strings score 1 (NL is 0/0; the strings are equal). With `mode="mmf"`
+    strings score 1 (NL is 0/0; the strings are equal); the metric is
+    space-sensitive, so a string of whitespace alone is not stripped (`' '`
+    against `'  '` has NL = 0.5 and scores 0, not 1). With `mode="mmf"`
     (mmf's `STVQAANLSEvaluator`) a pair keeps 1 - NL when
     1 - NL >= 1 - `threshold`, so NL == 0.5 scores 0.5, not 0; and two empty
     strings raise a ValueError where mmf raises ZeroDivisionError.
@@ -199,8 +201,23 @@ def anls(prediction, answers, *, threshold=0.5, mode="st_vqa"):
     _check_anls_args(threshold, mode)
     _check_prediction(prediction)
     answers = _answer_list(answers)
-    prediction = prediction.lower().strip()
-    return max(_similarity(prediction, a.lower().strip(), threshold, mode) for a in answers)
+    prediction = _anls_normalized(prediction, mode)
+    return max(
+        _similarity(prediction, _anls_normalized(a, mode), threshold, mode) for a in answers
+    )
+
+
+def _anls_normalized(text, mode):
+    """`text` lower-cased and stripped; in "st_vqa" mode a string of
+    whitespace alone is kept as it is. ST-VQA's ANLS is space-sensitive:
+    stripping such a string would make any two of them equal (`' '` and
+    `'  '` would score 1; as they are, NL = 0.5 scores 0). mmf strips
+    every string."""
+    lowered = text.lower()
+    stripped = lowered.strip()
+    if mode == "st_vqa" and not stripped:
+        return lowered
+    return stripped
 
 
 @dataclasses.dataclass(frozen=True)

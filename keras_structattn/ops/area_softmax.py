@@ -35,9 +35,14 @@ zero: an area is attendable iff every item in it is. A row with no
 attendable item gets all-zero weights.
 """
 
+import functools
+
+import keras
 from keras import ops
 
+from keras_structattn.ops.areas import area_layout
 from keras_structattn.ops.masked_softmax import MASKED_LOGIT
+from keras_structattn.ops.trig import tracing_for_xla
 
 # Masked item logits: the library's one masked-logit constant (-1e30); see
 # the module docstring.
@@ -118,24 +123,33 @@ def fold_windows(parts, layout):
     raise AssertionError("unreachable")
 
 
-def _weights_forward(logits, keep, layout, inverse_sizes, value_scales):
+def _stabiliser(logits):
+    """Each row's largest item logit (0 for a row with nothing attendable:
+    every area then goes to exp(<= -1e30 / |a|) = 0, so its weights are all
+    zero)."""
     stabiliser = ops.max(logits, axis=(-2, -1), keepdims=True)
-    # Rows with nothing attendable: a zero stabiliser sends every area to
-    # exp(<= -1e30 / |a|) = 0, so their weights are all zero.
-    stabiliser = ops.where(
-        stabiliser > _EMPTY_ROW, stabiliser, ops.zeros_like(stabiliser)
-    )
-    # Subtract it from the items once: an area of n items then sums to its
-    # logit sum minus n times the stabiliser, and exp(sum / n) is the
-    # stabilised exponential of its mean logit: one multiply and one exp per
-    # shape. An area's mean logit is at most its largest item logit, so
-    # every exponent is <= 0 (no overflow).
-    sums = window_sums(logits - stabiliser, layout)
+    return ops.where(stabiliser > _EMPTY_ROW, stabiliser, ops.zeros_like(stabiliser))
+
+
+def _area_exps(logits, stabiliser, layout, inverse_sizes):
+    """The stabilised exponentials of the areas' mean logits, by shape."""
+    # Subtract the stabiliser from the items once: an area of n items then
+    # sums to its logit sum minus n times the stabiliser, and exp(sum / n)
+    # is the stabilised exponential of its mean logit: one multiply and one
+    # exp per shape. An area's mean logit is at most its largest item
+    # logit, so every exponent is <= 0 (no overflow).
     exps = {}
+    for shape, area_sum in window_sums(logits - stabiliser, layout).items():
+        if inverse_sizes[shape] != 1.0:
+            area_sum = area_sum * inverse_sizes[shape]
+        exps[shape] = ops.exp(area_sum)
+    return exps
+
+
+def _weights_forward(logits, keep, layout, inverse_sizes, value_scales):
+    exps = _area_exps(logits, _stabiliser(logits), layout, inverse_sizes)
     total = None
-    for shape, area_sum in sums.items():
-        e = ops.exp(area_sum * inverse_sizes[shape])
-        exps[shape] = e
+    for e in exps.values():
         row = ops.sum(e, axis=(-2, -1), keepdims=True)
         total = row if total is None else total + row
     total = ops.where(total > 0, total, ops.ones_like(total))
@@ -166,43 +180,99 @@ def area_item_weights(logits, layout, value_mode="sum", keep=None):
         is `sum_j w_j v_j`.
     """
     shapes = _shapes(layout)
+    # The dropout multipliers are explicit inputs (with zero gradient), not
+    # captured tensors: JAX's custom gradients must not close over tracers.
+    keep_list = [keep[shape] for shape in shapes] if keep is not None else []
+    function = _weights_function(
+        layout.length, layout.height, layout.max_area_width, layout.max_area_height, value_mode
+    )
+    return function(logits, *keep_list)
+
+
+@functools.lru_cache(maxsize=64)
+def _weights_function(length, height, max_area_width, max_area_height, value_mode):
+    """`weights_fn(logits, *keep_list)` of one layout, with its gradient,
+    made once per layout (so that TensorFlow traces and compiles it once)."""
+    layout = area_layout(length, height, max_area_width, max_area_height)
+    shapes = _shapes(layout)
     inverse_sizes = {(h, w): 1.0 / (h * w) for h, w in shapes}
     value_scales = {
         shape: (inverse_sizes[shape] if value_mode == "mean" else 1.0)
         for shape in shapes
     }
-    # The dropout multipliers are explicit inputs (with zero gradient), not
-    # captured tensors: JAX's custom gradients must not close over tracers.
-    keep_list = [keep[shape] for shape in shapes] if keep is not None else []
 
-    @ops.custom_gradient
-    def weights_fn(logits, *keep_list):
+    def forward(logits, *keep_list):
         keep = dict(zip(shapes, keep_list)) if keep_list else None
         weights, exps, total = _weights_forward(
             logits, keep, layout, inverse_sizes, value_scales
         )
+        return (weights, total) + tuple(exps[shape] for shape in shapes)
+
+    def backward(upstream, weights, total, *exps_and_keep):
+        # The forward's exponentials are kept: recomputing them here from
+        # the item logits (one residual instead of one per shape) measured
+        # slower on a CPU (1-D L=256, width 3).
+        exps = dict(zip(shapes, exps_and_keep[: len(shapes)]))
+        keep_list = exps_and_keep[len(shapes) :]
+        keep = dict(zip(shapes, keep_list)) if keep_list else None
+        upstream = ops.cast(upstream, "float32")
+        # <w, dw> = sum_a P_a d(P_a): the softmax's shared term.
+        inner = ops.sum(weights * upstream, axis=(-2, -1), keepdims=True)
+        windows = window_sums(upstream, layout)
+        parts = {}
+        for shape, e in exps.items():
+            window = windows[shape]
+            scale = value_scales[shape]
+            if scale != 1.0:
+                window = window * scale
+            if keep is not None:
+                window = window * keep[shape]
+            part = e * (window - inner)
+            if inverse_sizes[shape] != 1.0:
+                part = part * inverse_sizes[shape]
+            parts[shape] = part
+        return fold_windows(parts, layout) / total
+
+    forward = _compiled_outside_xla(forward)
+    backward = _compiled_outside_xla(backward)
+
+    @ops.custom_gradient
+    def weights_fn(logits, *keep_list):
+        weights, total, *exps = forward(logits, *keep_list)
 
         def grad(*args, upstream=None):
             if upstream is None:
                 (upstream,) = args
-            upstream = ops.cast(upstream, "float32")
-            # <w, dw> = sum_a P_a d(P_a): the softmax's shared term.
-            inner = ops.sum(weights * upstream, axis=(-2, -1), keepdims=True)
-            windows = window_sums(upstream, layout)
-            parts = {}
-            for shape, e in exps.items():
-                window = windows[shape]
-                scale = value_scales[shape]
-                if scale != 1.0:
-                    window = window * scale
-                if keep is not None:
-                    window = window * keep[shape]
-                parts[shape] = e * (window - inner) * inverse_sizes[shape]
-            logits_grad = fold_windows(parts, layout) / total
+            logits_grad = backward(upstream, weights, total, *exps, *keep_list)
             if not keep_list:
                 return logits_grad
             return (logits_grad,) + tuple(ops.zeros_like(k) for k in keep_list)
 
         return weights, grad
 
-    return weights_fn(logits, *keep_list)
+    return weights_fn
+
+
+def _compiled_outside_xla(function):
+    """`function`, compiled by XLA where TensorFlow would run it op by op.
+
+    The area softmax is some twenty elementwise passes over `[..., L]`
+    tensors per area shape, forward and backward: TensorFlow's graph runtime
+    runs each as its own kernel through memory, XLA fuses them into a few
+    loops (2.6x faster forward + backward at 1-D L=256, width 3, on a CPU;
+    benchmarks/results_area_attention_cpu.txt). Under JAX, or inside a
+    TensorFlow `jit_compile=True` function, XLA compiles it anyway and
+    `function` runs as it is.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return function
+    import tensorflow as tf
+
+    compiled = tf.function(function, jit_compile=True)
+
+    def run(*args):
+        if tracing_for_xla():
+            return function(*args)
+        return compiled(*args)
+
+    return run

@@ -20,11 +20,6 @@ NUM_HEADS, KEY_DIM = 2, 4
 # The layers, by a short id. Their factories import them lazily, so that a
 # layer missing while the library is rewritten fails its own cases only.
 KINDS = ("structured", "area", "graph", "gated", "positional", "causal")
-# Gated attention is self-attention: the keys must be as many as the queries.
-SELF_ONLY = frozenset({"gated"})
-# Layers that build weights Keras MHA has not (unused in the plain
-# configuration): the positional projections.
-EXTRA_WEIGHTS = frozenset({"positional"})
 # Keyword-only call inputs each layer must accept besides Keras MHA's.
 EXTRA_INPUTS = {
     "structured": ("cache", "cache_update_index"),
@@ -45,11 +40,9 @@ EXTRA_INPUTS = {
 
 
 # Keras MHA arguments every structured layer refuses, by name: attention
-# over several axes, and Keras' flash switch (the layers choose their own
-# kernels). Each layer's bad-argument table ends with them.
+# over several axes. Each layer's bad-argument table ends with them.
 REFUSED_MHA_ARGUMENTS = [
     (dict(attention_axes=(1, 2)), "attention_axes"),
-    (dict(flash_attention=True), "flash_attention"),
 ]
 
 
@@ -65,9 +58,10 @@ def layer_class(kind):
     return getattr(importlib.import_module("keras_structattn.layers"), names[kind])
 
 
-def make_layer(kind, **mha_kwargs):
-    """The layer `kind` in its plain configuration, with MHA's arguments."""
-    cls = layer_class(kind)
+def make_layer(kind, cls=None, **mha_kwargs):
+    """The layer `kind` in its plain configuration, with MHA's arguments
+    (`cls`: a subclass of the layer's class to make instead)."""
+    cls = cls or layer_class(kind)
     if kind == "graph":
         # Any labels: the layer is called without `relations`.
         heads = mha_kwargs.get("num_heads", 0)
@@ -75,14 +69,17 @@ def make_layer(kind, **mha_kwargs):
         return cls(head_relations=[[h % 13, (h + 5) % 13] for h in range(heads)], **mha_kwargs)
     if kind == "gated":
         return cls(qk_gate=False, **mha_kwargs)
+    if kind == "positional":
+        return cls(position_type=None, **mha_kwargs)
     if kind == "causal":
         return cls(dictionary_size=None, **mha_kwargs)
     return cls(**mha_kwargs)
 
 
 def lengths(kind):
-    """`(T, S)`: query and memory lengths for `kind`."""
-    return (QUERY_LENGTH, QUERY_LENGTH) if kind in SELF_ONLY else (QUERY_LENGTH, MEMORY_LENGTH)
+    """`(T, S)`: query and memory lengths for `kind` (every layer's plain
+    setting cross-attends, as Keras MHA)."""
+    return (QUERY_LENGTH, MEMORY_LENGTH)
 
 
 def random_inputs(kind, seed=0, key_width=None):
@@ -103,22 +100,13 @@ def weight_suffix(variable):
 def copy_keras_weights(reference, layer, kind):
     """Gives `layer` the weights of the Keras MHA `reference`.
 
-    The lists must line up by shape (same order, same shapes), except for
-    layers with weights Keras MHA has not, where every Keras weight must have
-    a namesake of the same shape.
+    The lists must line up (same names, same order, same shapes): in its
+    plain setting a layer has Keras MHA's weights and no others.
     """
-    if kind not in EXTRA_WEIGHTS:
-        ours = [(weight_suffix(w), tuple(w.shape)) for w in layer.weights]
-        theirs = [(weight_suffix(w), tuple(w.shape)) for w in reference.weights]
-        assert ours == theirs, f"weights do not line up: {ours} != {theirs}"
-        layer.set_weights(reference.get_weights())
-        return
-    by_name = {weight_suffix(w): w for w in layer.weights}
-    for weight in reference.weights:
-        name = weight_suffix(weight)
-        assert name in by_name, f"{name} missing from {sorted(by_name)}"
-        assert tuple(by_name[name].shape) == tuple(weight.shape), name
-        by_name[name].assign(weight.value)
+    ours = [(weight_suffix(w), tuple(w.shape)) for w in layer.weights]
+    theirs = [(weight_suffix(w), tuple(w.shape)) for w in reference.weights]
+    assert ours == theirs, f"weights do not line up: {ours} != {theirs}"
+    layer.set_weights(reference.get_weights())
 
 
 def paired(kind, query, value, key=None, weight_seed=1, **mha_kwargs):

@@ -1419,6 +1419,10 @@ BAD_CONSTRUCTOR_ARGS = [
     (dict(area_temperature=-1.0), "area_temperature"),
     (dict(top_k_areas=-1), "top_k_areas"),
     (dict(attention_axes=(2,)), "attention_axes"),
+    # Flash attention (Keras MHA's) needs 1x1 areas with a plain key.
+    (dict(flash_attention=True, max_area_width=2), "flash_attention"),
+    (dict(flash_attention=True, max_area_height=2, memory_height=2), "flash_attention"),
+    (dict(flash_attention=True, area_key_mode="concat"), "flash_attention"),
     *REFUSED_MHA_ARGUMENTS,
 ]
 
@@ -1442,6 +1446,7 @@ def test_good_edge_arguments_are_accepted():
         dict(attention_axes=(1,)),
         dict(attention_axes=[1]),
         dict(flash_attention=False),
+        dict(flash_attention=True),  # 1x1 areas: Keras MHA's flash attention
     ):
         make_layer(**kwargs)
 

@@ -477,7 +477,6 @@ def test_dropout_is_seeded_and_only_in_training():
         (dict(num_heads=12, top_k=0), "top_k"),
         (dict(num_heads=12, graph_masking="yes"), "graph_masking"),
         (dict(num_heads=12, attention_axes=(1, 2)), "attention_axes"),
-        (dict(num_heads=12, flash_attention=True), "flash_attention"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, match):

@@ -10,6 +10,7 @@ over the allowed keys with zero rows; the output projection.
 """
 
 import math
+import os
 
 import keras
 import numpy as np
@@ -650,3 +651,63 @@ def test_boxes_outside_the_contract_give_finite_outputs_in_compiled_code():
     randomize(layer, 32)
     model.compile(jit_compile=True)
     assert np.isfinite(model.predict([x, boxes], batch_size=2, verbose=0)).all()
+
+
+# ------------------------------------------------- weights and old files
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "positional_keras_files")
+
+
+@pytest.mark.parametrize("kind", ["vectors", "boxes"])
+def test_keras_files_of_the_previous_version_load(kind, tmp_path):
+    """A layer with positions builds the weights it always built, in the
+    same order: a `.keras` file saved before issue 38 (when every layer
+    built its positional weights) loads, computes what it computed, and
+    saves and loads again."""
+    expected = np.load(os.path.join(FIXTURES, "positional_outputs.npz"))
+    model = keras.saving.load_model(os.path.join(FIXTURES, f"positional_{kind}.keras"))
+    layer = model.get_layer("positional")
+    assert [w.path for w in layer.weights] == list(expected[f"{kind}_weight_paths"])
+    inputs = [expected[f"{kind}_x"], expected[f"{kind}_positions"]]
+    # The outputs were computed on TensorFlow; the box geometry's sines
+    # round differently on JAX (2e-5 at most here), far below what a wrong
+    # or misplaced weight would change.
+    atol = 1e-4
+    np.testing.assert_allclose(to_np(model(inputs)), expected[f"{kind}_output"], atol=atol)
+    path = str(tmp_path / "again.keras")
+    model.save(path)
+    again = keras.saving.load_model(path)
+    np.testing.assert_allclose(to_np(again(inputs)), expected[f"{kind}_output"], atol=atol)
+
+
+def test_without_positions_it_has_keras_weights_and_takes_none(tmp_path):
+    """`position_type=None`: Keras MHA's weights in Keras' order and nothing
+    else, so a Keras MHA's weights load into it and back; no position input."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 5, DIM)).astype("float32")
+    memory = rng.normal(size=(2, 3, DIM)).astype("float32")
+    reference = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    reference(x, memory)
+    randomize(reference, 4)
+    layer = PositionalMultiHeadAttention(num_heads=2, key_dim=4, position_type=None)
+    layer(x, memory)
+    assert [w.path.split("/", 1)[1] for w in layer.weights] == [
+        w.path.split("/", 1)[1] for w in reference.weights
+    ]
+    layer.set_weights(reference.get_weights())
+    np.testing.assert_allclose(to_np(layer(x, memory)), to_np(reference(x, memory)), atol=1e-5)
+    back = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    back(x, memory)
+    back.set_weights(layer.get_weights())
+    np.testing.assert_allclose(to_np(back(x, memory)), to_np(reference(x, memory)), atol=1e-5)
+    for name in ("query_positions", "query_boxes"):
+        with pytest.raises(ValueError, match="position_type=None"):
+            layer(x, memory, **{name: x})
+    # Round trip of a model holding it.
+    inputs = keras.Input((5, DIM)), keras.Input((3, DIM))
+    model = keras.Model(inputs, layer(*inputs))
+    path = str(tmp_path / "plain.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.layers[-1].position_type is None
+    np.testing.assert_allclose(to_np(loaded([x, memory])), to_np(model([x, memory])), atol=1e-5)

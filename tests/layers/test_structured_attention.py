@@ -15,8 +15,8 @@ expected number is written down here.
 The layers in their plain configuration: `StructuredMultiHeadAttention`,
 `MultiHeadAreaAttention` (max_area_width = max_area_height = 1),
 `GraphMultiHeadAttention` called without `relations`,
-`GatedMultiHeadAttention(qk_gate=False)` (self-attention only),
-`PositionalMultiHeadAttention` called without positions and
+`GatedMultiHeadAttention(qk_gate=False)`,
+`PositionalMultiHeadAttention(position_type=None)` and
 `CATTAttention(dictionary_size=None)` called without a dictionary.
 
 Ported (Keras test -> here):
@@ -76,17 +76,16 @@ Not ported, and why:
   `[B, T, dim]` inputs and attend over axis 1 only (`attention_axes` must
   be None);
 * `test_basics_with_flash_attention`, `test_flash_attention_with_errors`,
-  the flash case of `test_correctness`: the layers reject
-  `flash_attention=True` (a flash kernel cannot give zero weights to a row
-  without allowed keys);
+  the flash case of `test_correctness`: run from Keras' file (on JAX;
+  `test_flash_attention_switch_is_keras` here checks the errors on every
+  backend);
 * `test_compute_attention_combines_causal_and_explicit_mask`,
-  `test_causal_only_skipped_for_subclass`: they test Keras MHA's private
-  `_compute_attention` override point, which the layers replace by their
-  own hooks; the behaviour they protect (a causal mask merged with an
-  explicit one, never dropped) is tested through `call`;
-* `test_lora`, `test_quantize_int8`, `test_dtype_policy_map`: they act on
-  the `EinsumDense` projection sublayers, which every layer takes unchanged
-  from Keras MHA's `build` (checked by the weight pairing).
+  `test_causal_only_skipped_for_subclass`, `test_lora`,
+  `test_quantize_int8`, `test_dtype_policy_map`: Keras' file itself runs
+  against every layer in `test_keras_mha_file.py` (all of it but the
+  high-dimensional `attention_axes` tests); `test_compute_attention_hook`
+  here checks that a subclass's `_compute_attention` is what the plain
+  path computes with.
 """
 
 import inspect
@@ -103,12 +102,10 @@ from keras_structattn.layers._masking import set_keras_mask
 from tests.layers.mha_cases import BATCH
 from tests.layers.mha_cases import DIM
 from tests.layers.mha_cases import EXTRA_INPUTS
-from tests.layers.mha_cases import EXTRA_WEIGHTS
 from tests.layers.mha_cases import KEY_DIM
 from tests.layers.mha_cases import KEY_WIDTH
 from tests.layers.mha_cases import KINDS
 from tests.layers.mha_cases import NUM_HEADS
-from tests.layers.mha_cases import SELF_ONLY
 from tests.layers.mha_cases import copy_keras_weights
 from tests.layers.mha_cases import layer_class
 from tests.layers.mha_cases import lengths
@@ -124,6 +121,11 @@ HEADS = dict(num_heads=NUM_HEADS, key_dim=KEY_DIM)
 ATOL = 1e-5
 
 each_layer = pytest.mark.parametrize("kind", KINDS)
+
+
+def seed_generators(layer):
+    """The seed generators of `layer` and its sublayers."""
+    return sum(len(sub._seed_generators) for sub in layer._flatten_layers())
 
 
 def assert_close(ours, theirs, rows=None, atol=ATOL):
@@ -213,10 +215,11 @@ def test_weights_options_and_argument_checks(kind):
         ours = {weight_suffix(w): tuple(w.shape) for w in layer.trainable_weights}
         theirs = {weight_suffix(w): tuple(w.shape) for w in reference.trainable_weights}
         assert len(theirs) == count
-        assert theirs.items() <= ours.items()
-        if kind not in EXTRA_WEIGHTS:
-            assert len(ours) == count
-            assert not layer.non_trainable_weights
+        # Keras MHA's weights and nothing else (no weights of structure
+        # that is off), and its seed generators: one with dropout, else none.
+        assert ours == theirs
+        assert not layer.non_trainable_weights
+        assert seed_generators(layer) == seed_generators(reference) == int("dropout" in kwargs)
 
     # test_initializer: each projection draws its own initial kernel.
     layer = make_layer(
@@ -254,14 +257,13 @@ def test_weights_options_and_argument_checks(kind):
     with pytest.raises(ValueError, match="Invalid `output_shape`"):
         make_layer(kind, num_heads=2, key_dim=16, output_shape=8.0)
 
-    # test_shape_mismatch_error: keys and values of different lengths.
+    # test_shape_mismatch_error: keys and values of different lengths,
+    # with Keras' message.
     layer = make_layer(kind, num_heads=4, key_dim=2, value_dim=2)
     shapes = ((2, 4, 8), (2, 2, 8), (2, 1, 7))
-    # Gated attention first finds the keys fewer than the queries.
-    message = None if kind in SELF_ONLY else "must be equal"
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match="must be equal"):
         layer.compute_output_shape(*shapes)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match="must be equal"):
         layer(*(np.ones(shape, "float32") for shape in shapes))
 
 
@@ -295,6 +297,86 @@ def test_outputs_and_scores_equal_keras(kind, mha_kwargs, inputs, call_kwargs):
     t, s = query.shape[1], value.shape[1]
     assert tuple(scores.shape) == (BATCH, NUM_HEADS, t, s)
     assert tuple(output.shape) == tuple(reference.compute_output_shape(query.shape, value.shape))
+
+
+# ------------------------------------------------------ the subclass hook
+
+
+class _Recorded:
+    """A mixin overriding `_compute_attention`, Keras MHA's documented
+    extension point: it records how it is called and changes the result
+    (outputs doubled, scores halved), so that a layer that does not use it
+    for its plain path cannot give Keras' results."""
+
+    def _compute_attention(
+        self, query, key, value, attention_mask=None, training=None,
+        return_attention_scores=False,
+    ):
+        self.calls.append(
+            dict(
+                shapes=tuple(tuple(x.shape) for x in (query, key, value)),
+                mask=None if attention_mask is None else tuple(attention_mask.shape),
+                training=training,
+                return_attention_scores=return_attention_scores,
+            )
+        )
+        output, scores = super()._compute_attention(
+            query, key, value, attention_mask, training, return_attention_scores
+        )
+        return output * 2.0, None if scores is None else scores * 0.5
+
+
+@each_layer
+@pytest.mark.parametrize("use_causal_mask", [False, True], ids=["", "causal"])
+def test_compute_attention_hook(kind, use_causal_mask):
+    """A subclass overriding `_compute_attention` changes the plain path of
+    every layer as it changes Keras MHA's, and gets Keras' arguments."""
+    ours_cls = type(f"Recorded{kind}", (_Recorded, layer_class(kind)), {})
+    keras_cls = type("RecordedMHA", (_Recorded, keras.layers.MultiHeadAttention), {})
+    query, value, _ = random_inputs(kind)
+    layer = make_layer(kind, cls=ours_cls, **HEADS)
+    reference = keras_cls(**HEADS)
+    layer.calls, reference.calls = [], []
+    reference(query, value, return_attention_scores=True)
+    layer(query, value)
+    randomize(reference, 1)
+    layer.set_weights(reference.get_weights())
+    for return_attention_scores in (False, True):
+        layer.calls, reference.calls = [], []
+        kwargs = dict(use_causal_mask=use_causal_mask, training=False)
+        ours = layer(query, value, return_attention_scores=return_attention_scores, **kwargs)
+        theirs = reference(query, value, return_attention_scores=return_attention_scores, **kwargs)
+        assert layer.calls == reference.calls
+        assert len(layer.calls) == 1
+        if return_attention_scores:
+            assert_close(ours[0], theirs[0])
+            assert_scores_close(ours[1], theirs[1])
+        else:
+            assert_close(ours, theirs)
+
+
+@each_layer
+def test_flash_attention_switch_is_keras(kind):
+    """`flash_attention=True` is accepted as in Keras MHA, with its errors
+    word for word (Keras' test runs on JAX and Torch only; this one on every
+    backend): no dropout, no returned scores."""
+    with pytest.raises(ValueError, match="Dropout is not supported when flash attention"):
+        make_layer(kind, **HEADS, flash_attention=True, dropout=0.1)
+    layer = make_layer(kind, **HEADS, flash_attention=True)
+    assert layer._flash_attention
+    query, value, _ = random_inputs(kind)
+    with pytest.raises(ValueError, match="Returning attention scores is not supported"):
+        layer(query, value, return_attention_scores=True)
+
+
+def test_flash_attention_with_a_structure_that_cannot_take_it_is_an_error():
+    # Top-k keeps some logits only: no fused kernel, so no flash attention.
+    layer = layer_class("graph")(
+        num_heads=2, key_dim=4, head_relations=[[0], [1]], top_k=2, flash_attention=True
+    )
+    query, value, _ = random_inputs("graph")
+    with pytest.raises(ValueError, match="flash_attention=True needs the fused .*top-k"):
+        layer(query, value)
 
 
 # ------------------------------------------------------------------ masks

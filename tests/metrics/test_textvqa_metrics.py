@@ -124,8 +124,12 @@ def test_levenshtein_matches_recursion(a, b):
 @given(_SHORT, st.lists(_SHORT, min_size=1, max_size=3))
 def test_anls_matches_definition(prediction, answers):
     # Biten et al. 2019, Eq. 1, from the recursive distance.
+    def normalized(text):
+        # Lower-cased and stripped, but space-sensitive: whitespace alone stays.
+        return text.lower().strip() or text.lower()
+
     def score(a):
-        p, a = prediction.lower().strip(), a.lower().strip()
+        p, a = normalized(prediction), normalized(a)
         if not p and not a:
             return 1.0
         nl = _recursive_levenshtein(p, a) / max(len(p), len(a))
@@ -143,7 +147,13 @@ def test_anls_matches_definition(prediction, answers):
     ("", ["coca"], 0.0, 0.0),  # empty prediction: NL 1
     ("coca", [""], 0.0, 0.0),  # empty answer
     ("", ["", "coca"], 1.0, None),  # both empty: 1 (mmf divides by zero)
-    ("  ", ["\n"], 1.0, None),  # empty after stripping
+    # Whitespace alone is not stripped in "st_vqa" mode (space-sensitive;
+    # mmf strips it, and divides by zero).
+    ("  ", ["\n"], 0.0, None),  # NL 1
+    (" ", ["  "], 0.0, None),  # NL exactly 0.5: 0, not 1
+    ("   ", ["    "], 0.75, None),  # NL 0.25
+    (" ", [" "], 1.0, None),  # the same string
+    (" ", [""], 0.0, None),  # a space is not the empty answer
     ("coca", ["xyzw", "cola", "coke"], 0.75, 0.75),  # the best answer
     ("coca", ["coca", "cola"], 1.0, 1.0),
 ])
