@@ -175,10 +175,11 @@ class Task:
     def check_run(self, settings):
         """Hook: checks of the run's settings together (UsageError)."""
 
-    def prepare_run(self, run, settings, hparams, splits, resuming, write=True):
-        """The `Trained` of a training run; a new run's files are committed
-        once its model is built, by the chief only (`write`). `resuming`:
-        whether `resolve_run` found the run (the chief may have written it since)."""
+    def prepare_run(self, run, settings, hparams, splits, resuming):
+        """The `Trained` of a training run, its model built; a new run is
+        committed later (`commit_run`), once its data has been checked.
+        `resuming`: whether `resolve_run` found the run (the chief may have
+        written it since)."""
         word_vectors = None
         if resuming:
             vocabs = self.read_vocabs(run)
@@ -190,12 +191,24 @@ class Task:
               f"{hparams}")
         keras.utils.set_random_seed(settings["seed"])
         model = self.build_model(hparams, vocabs, word_vectors, settings["seed"])
-        if not resuming and write:
-            run.commit(settings, {_run.HPARAMS_FILE: hparams.to_json() + "\n",
-                                  **{self.VOCAB_FILES[k][0]: v.save for k, v in vocabs.items()}})
-            print(f"[run] new run in {self.args.output_dir}: "
-                  f"{self.describe_vocabs(vocabs, settings)}")
         return Trained(model, vocabs, settings, hparams)
+
+    def commit_run(self, run, trained):
+        """Writes a new run's settings, hparams and vocabularies (run.json last)."""
+        run.commit(trained.settings, {
+            _run.HPARAMS_FILE: trained.hparams.to_json() + "\n",
+            **{self.VOCAB_FILES[k][0]: v.save for k, v in trained.vocabs.items()}})
+        print(f"[run] new run in {self.args.output_dir}: "
+              f"{self.describe_vocabs(trained.vocabs, trained.settings)}")
+
+    def check_batches(self, pairs, batch_size):
+        """The checks of a new run's data, before it is committed: every
+        feature file's shape (a folder's, from the headers) and the first
+        batch of each `(split, encoded split)` of `pairs` (the features'
+        and targets' checks: shapes, boxes), not at some step of training."""
+        for split, encoded in pairs:
+            image_features.check_shapes(split.store, [r.image_id for r in split.records])
+            encoded.batch(np.arange(min(len(encoded), batch_size)))
 
     def read_vocabs(self, run):
         return {name: read(run.file(file)) for name, (file, read) in self.VOCAB_FILES.items()}
@@ -298,18 +311,23 @@ class Task:
         if val_name not in splits:
             val_name = None
         with replicas.scope():  # the model, its optimizer, metrics and checkpoint
-            trained = self.prepare_run(run, settings, hparams, splits, resuming,
-                                       write=replicas.is_chief)
+            trained = self.prepare_run(run, settings, hparams, splits, resuming)
             model, hparams = trained.model, trained.hparams
             epochs = args.epochs or hparams.epochs
             train_set = self.encode(splits[train_name], trained)
             per_epoch = feeding.steps_per_epoch(len(train_set), batch_size)
             self.compile(model, hparams, per_epoch, replicas)
             print(f"[model] {self.model_name(settings)}: {model.count_params():,} parameters")
-            self.before_training(trained, train_set)
+            val_set = self.encode(splits[val_name], trained) if val_name else None
+            if not resuming:
+                self.check_batches([(splits[name], encoded) for name, encoded in
+                                    ((train_name, train_set), (val_name, val_set))
+                                    if encoded is not None], batch_size)
+            self.before_training(trained, train_set)  # CATT's dictionaries: sized to the data
+            if not resuming and replicas.is_chief:
+                self.commit_run(run, trained)  # every check passed: nothing half-made
             validation = None
-            if val_name:
-                val_set = self.encode(splits[val_name], trained)
+            if val_set is not None:
                 validation = feeding.validation_batches(len(val_set), batch_size,
                                                         val_set.batch, replicas)
             print(f"[train] {len(train_set)} {self.ITEMS}, {per_epoch} batches of "

@@ -41,6 +41,7 @@ NumPy only; h5py is imported when an HDF5 file is opened.
 
 import operator
 import os
+import re
 import zipfile
 
 import numpy as np
@@ -55,6 +56,10 @@ _BOX_TOLERANCE = 1e-3
 _FEATURE_KEYS = ("features", "x")
 _BOX_KEYS = ("boxes", "bbox")
 _COUNT_KEYS = ("num_boxes", "num_bbox")
+# COCO's image file names carry the image id (`COCO_val2014_000000000123`);
+# feature files keep them, with (OpenVQA's `COCO_train2014_<id>.jpg.npz`)
+# or without the image's extension.
+_COCO_NAME = re.compile(r"COCO_[A-Za-z]+\d{4}_(\d+)(?:\.(?:jpe?g|png))?", re.IGNORECASE)
 
 
 def _image_id(value):
@@ -84,8 +89,8 @@ def _normalize_boxes(boxes, size, where):
     if boxes.size and (boxes.min() < -_BOX_TOLERANCE or boxes.max() > 1 + _BOX_TOLERANCE):
         hint = (
             "" if size is not None else
-            " (pixel boxes need the image size: `image_w`/`image_h` in the file, or the "
-            "`image_sizes` argument)"
+            " (pixel boxes need the image's size: `image_w`/`image_h` with the boxes, or "
+            "the sizes given to the reader)"
         )
         raise ValueError(
             f"{where}: boxes must lie in [0, 1] once normalised; found values in "
@@ -136,6 +141,9 @@ class FeatureStore:
     kind = None
     feature_dim = None
     grid_shape = None
+    # Where the store's shape was read (its first image), for errors that
+    # must not blame the image read now when the first one is the odd one.
+    shape_source = "the store's images are"
 
     def image_ids(self):
         """The ids of the images with features, sorted."""
@@ -192,8 +200,9 @@ class FeatureStore:
             )
         if self.grid_shape is not None and array.shape != (*self.grid_shape, self.feature_dim):
             raise ValueError(
-                f"{where}: grid features of shape {array.shape}, but the store's images are "
-                f"{(*self.grid_shape, self.feature_dim)} (all images must agree)."
+                f"{where}: grid features of shape {array.shape}, but {self.shape_source} "
+                f"{(*self.grid_shape, self.feature_dim)}: all images must agree (one of "
+                "the two is not like the others)."
             )
         return _finite_float32(array, where)
 
@@ -205,8 +214,9 @@ class FeatureStore:
             )
         if self.feature_dim is not None and features.shape[1] != self.feature_dim:
             raise ValueError(
-                f"{where}: region features of size {features.shape[1]}, but the store's "
-                f"are {self.feature_dim} (all images must agree)."
+                f"{where}: region features of size {features.shape[1]}, but {self.shape_source} "
+                f"{self.feature_dim}: all images must agree (one of the two is not like the "
+                "others)."
             )
         boxes = np.asarray(boxes)
         if boxes.shape != (features.shape[0], 4):
@@ -267,10 +277,12 @@ def _file_name_ids(file_names):
 class FolderFeatures(FeatureStore):
     """A folder of per-image `.npy` / `.npz` feature files.
 
-    Each file is named by its image id (`123.npy`, `000000000123.npz`) or
-    by the stem of the image's file name (`COCO_val2014_000000000123.npy`)
-    when `file_names` maps ids to file names. Files neither name matches are
-    left out and counted in `unmatched_files`.
+    Each file is named by its image id (`123.npy`, `000000000123.npz`), by
+    COCO's image file name, which ends in the id (`COCO_val2014_000000000123.npy`,
+    or OpenVQA's `COCO_train2014_000000000123.jpg.npz`), or by the stem of
+    the image's file name when `file_names` maps ids to file names (that
+    mapping wins over the id in a COCO name). Files no name matches are
+    left out and listed in `unmatched_files`.
 
     File contents:
 
@@ -308,10 +320,13 @@ class FolderFeatures(FeatureStore):
             stem, ext = os.path.splitext(entry.name)
             if ext not in (".npy", ".npz") or not entry.is_file() or stem.startswith("."):
                 continue
+            coco = _COCO_NAME.fullmatch(stem)
             if stem.isascii() and stem.isdigit():
                 image_id = int(stem)
             elif stem in stems:
                 image_id = stems[stem]
+            elif coco:
+                image_id = int(coco.group(1))
             else:
                 unmatched.append(entry.name)
                 continue
@@ -326,7 +341,8 @@ class FolderFeatures(FeatureStore):
             hint = ""
             if unmatched:
                 hint = f" ({len(unmatched)} files, e.g. {unmatched[0]!r}, match no image id"
-                hint += ")" if stems else ": pass `file_names` for files named by image file name)"
+                hint += ")" if stems else (": give the images' file names (the caption records'), "
+                                           "or name the files by image id)")
             raise ValueError(f"{folder}: no .npy or .npz feature file named by an image id{hint}.")
         self._files = files
         first_id = min(files)
@@ -338,6 +354,7 @@ class FolderFeatures(FeatureStore):
         else:
             features, _ = self._regions(first_id)
             self.feature_dim = features.shape[1]
+        self.shape_source = f"{os.path.basename(files[first_id])} (the first file) has"
 
     def _ids(self):
         return self._files
@@ -676,7 +693,70 @@ def open_features(path, kind=None, *, file_names=None, image_sizes=None):
     )
 
 
-def select_images(store, records, missing="error"):
+def _stored_shape(path, keys):
+    """The shape of the first of `keys` in a per-image file, from its header
+    only (a `.npy`, or the member of an `.npz`); None if it has none of
+    them (`.npz`: its only array stands for "features")."""
+    try:
+        if path.endswith(".npy"):
+            return np.load(path, mmap_mode="r", allow_pickle=False).shape
+        with zipfile.ZipFile(path) as z:
+            names = [n[:-4] for n in z.namelist() if n.endswith(".npy")]
+            key = _first_key(names, keys) or (names[0] if len(names) == 1 else None)
+            if key is None:
+                return None
+            with z.open(f"{key}.npy") as member:
+                version = np.lib.format.read_magic(member)
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                return read(member)[0]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path}: not a readable NumPy file ({type(e).__name__}: {e}).") from None
+
+
+def check_shapes(store, image_ids=None):
+    """Checks that every image of a folder store has features of one shape.
+
+    Reads only the files' headers (seconds for a folder of COCO's size),
+    so that a run can refuse an odd file before it starts, not when a
+    batch reaches it. The shape most files have is the reference: the
+    error names the odd file, not the first one read. Stores of stacked
+    arrays have one shape by construction and pass.
+
+    Args:
+        store: a `FeatureStore`.
+        image_ids: the images to check (default: all).
+
+    Raises:
+        ValueError: naming a file whose shape differs from most, the two
+            shapes and how many files have each.
+    """
+    if not isinstance(store, FolderFeatures):
+        return
+    keys = _FEATURE_KEYS if store.kind == "regions" else ("features", "grid")
+    shapes = {}
+    for image_id in store.image_ids() if image_ids is None else image_ids:
+        path = store._files.get(_image_id(image_id))
+        if path is None:
+            continue
+        shape = _stored_shape(path, keys)
+        if shape is None:
+            continue  # `regions()` names the missing array when it is read
+        shape = tuple(shape) if store.kind == "grid" else (len(shape), shape[-1] if shape else 0)
+        shapes.setdefault(shape, []).append(path)
+    if len(shapes) <= 1:
+        return
+    ranked = sorted(shapes.items(), key=lambda item: -len(item[1]))
+    (common, files), (odd, odd_files) = ranked[0], ranked[-1]
+    what = "shape" if store.kind == "grid" else "(dimensions, width)"
+    raise ValueError(
+        f"{odd_files[0]}: features of {what} {odd}, but {len(files)} of the "
+        f"{sum(len(f) for f in shapes.values())} files in {store.path} have {common} (e.g. "
+        f"{os.path.basename(files[0])}); {len(odd_files)} have {odd}: all images must agree."
+    )
+
+
+def select_images(store, records, missing="error", skip_hint="missing='skip'"):
     """The caption records whose images have features in `store`.
 
     Args:
@@ -684,6 +764,8 @@ def select_images(store, records, missing="error"):
         records: `ImageCaptions` (anything with `image_id`).
         missing: "error" (default: any image without features is an error)
             or "skip" (those records are left out and counted).
+        skip_hint: how the caller skips them, for the error (a recipe
+            names its flag).
 
     Returns:
         `(kept_records, num_skipped)`: a list in the order of `records`, and
@@ -701,7 +783,7 @@ def select_images(store, records, missing="error"):
         first = next(r.image_id for r in records if r.image_id not in store)
         raise ValueError(
             f"Image id {first} has no features in {store.path} ({skipped} of {len(records)} "
-            "images have none; pass missing='skip' to leave them out)."
+            f"images have none; {skip_hint} leaves them out and counts them)."
         )
     return kept, skipped
 

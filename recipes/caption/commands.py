@@ -129,7 +129,8 @@ def load_splits(args, settings, needed):
                 else getattr(args, f"{name}_features") or args.features)
         store = image_features.open_features(path, settings["feature_kind"], file_names={
             r.image_id: r.file_name for r in records[name]})
-        kept, skipped = image_features.select_images(store, records[name], missing=skip)
+        kept, skipped = image_features.select_images(store, records[name], missing=skip,
+                                                          skip_hint="--skip_missing")
         if skipped:
             print(f"[data] {name}: {skipped} images without features in {path} skipped")
         splits[name] = _vl.Split(name, kept, store)
@@ -182,9 +183,11 @@ def build_model(hparams, vocab_size, feature_shape, seed=None):
     return model
 
 
-def prepare_run(args, run, settings, hparams, train_split, replicas):
+def prepare_run(args, run, settings, hparams, splits, replicas):
     """`(vocab, hparams, model)` of a training run; a new run's hparams are
-    fitted to the features, its files committed once the model is built."""
+    fitted to the features, its files committed once the model is built
+    and its data checked (`check_new_run`)."""
+    train_split = splits["train"]
     if run.holds_run:
         vocab = WordVocab.load(run.file(VOCAB_FILE))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
@@ -208,12 +211,34 @@ def prepare_run(args, run, settings, hparams, train_split, replicas):
     if args.scst_steps:
         images = min(args.scst_images, len(train_split.records))
         _replicas.check_batch(replicas, images, "--scst_images")
+    described = f"{vocab.vocab_size} word ids (words seen >= {settings['min_word_count']} times)"
     model = _seq2seq.build_run(
         args, run, settings, hparams, vocab, VOCAB_FILE,
         lambda seed: build_model(hparams, vocab.vocab_size, settings["feature_shape"], seed),
-        f"{vocab.vocab_size} word ids (words seen >= {settings['min_word_count']} times)",
-        write=replicas.is_chief)
+        described, write=False)
+    if not run.holds_run:
+        check_new_run(args, model, splits, vocab, settings, args.batch_size or hparams.batch_size)
+        if replicas.is_chief:  # every check passed: nothing half-made
+            _seq2seq.commit_run(args, run, settings, hparams, vocab, VOCAB_FILE, described)
     return vocab, hparams, model
+
+
+def check_new_run(args, model, splits, vocab, settings, batch_size):
+    """What would fail in training, checked before a new run is committed:
+    every feature file's shape (a folder's, from the file headers), the
+    first batch of each split, and that each CATT dictionary has at least
+    as many vectors to cluster as entries."""
+    for name, split in splits.items():
+        image_features.check_shapes(split.store, [r.image_id for r in split.records])
+        batch_of(split, range(min(len(split.records), batch_size)), vocab, settings)
+    if not dictionaries.has_dictionaries(model) or settings["dictionary_init"] == "uniform":
+        return
+    train, count = splits["train"], len(splits["train"].records)
+    short = dictionaries.too_few_samples(model, (
+        batch_of(train, range(begin, min(count, begin + batch_size)), vocab, settings)[0]
+        for begin in range(0, count, batch_size)))
+    if short:
+        raise _cli.UsageError(f"{short} (--hparams dictionary_size=...)")
 
 
 def load_trained(args):
@@ -243,8 +268,7 @@ def train(args):
         raise _cli.UsageError("give training captions: --karpathy_json or --captions_train")
     before_file = run.file(f"{args.split}_scores_cross_entropy.json")
     with replicas.scope():
-        vocab, hparams, model = prepare_run(args, run, settings, hparams, splits["train"],
-                                            replicas)
+        vocab, hparams, model = prepare_run(args, run, settings, hparams, splits, replicas)
         trained = (model, vocab, settings, hparams)
         _seq2seq.compile_model(model, hparams, args, jit)
         start = time.time()
