@@ -304,13 +304,86 @@ def execute(parser, argv, run, check=None):
         _results = previous
 
 
+TRAINING_COMMANDS = ("train", "record")  # the commands that make a run
+
+
+def data_actions(parser):
+    """The flags that name a run's data (`remember_data`): those of the
+    parser's "data ..." groups that take a value, but the Shapes world's
+    `--world_*` (the world's own settings file remembers them)."""
+    return [action for group in parser._action_groups
+            if (group.title or "").startswith("data")
+            for action in group._group_actions
+            if action.nargs != 0 and not action.dest.startswith("world_")]
+
+
+def remember_data(parser, args):
+    """Gives the flags of the run's data that `args` leaves out the run's values.
+
+    A new run (`train`, `record`) saves the data flags it was given in
+    run.json's "data" (paths made absolute, the other values as given:
+    formats, splits...), `args._data`; every later command on the run takes
+    them unless it names others. A remembered path is checked again (the
+    file may have gone since): a usage error naming the flag and run.json.
+    """
+    actions = data_actions(parser)
+    path = os.path.join(args.output_dir, RUN_FILE)
+    saved = None
+    if os.path.exists(path):
+        import json
+
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f).get("data")
+    if saved is not None:
+        for action in actions:
+            if action.dest not in saved or getattr(args, action.dest) != action.default:
+                continue
+            value = saved[action.dest]
+            if action.type is not None:
+                try:
+                    value = action.type(value)
+                except (argparse.ArgumentTypeError, ValueError) as error:
+                    raise UsageError(f"--{action.dest} {saved[action.dest]} (the run's data, "
+                                     f"from {path}): {error}") from None
+            setattr(args, action.dest, value)
+    paths = (input_file, input_folder, input_file_or_folder)
+    args._data = {action.dest: (os.path.abspath(getattr(args, action.dest))
+                                if action.type in paths else getattr(args, action.dest))
+                  for action in actions if getattr(args, action.dest) != action.default}
+
+
+def check_run_recipe(parser, args):
+    """A usage error if --output_dir holds another recipe's run (its
+    hparams.json has a `model_type` this recipe does not take)."""
+    path = os.path.join(args.output_dir, "hparams.json")
+    listing = [a for a in parser._actions if isinstance(a, _ListHparamsSets)]
+    if not listing or not os.path.exists(os.path.join(args.output_dir, RUN_FILE)):
+        return
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            model_type = json.load(f).get("model_type")
+    except (OSError, ValueError):
+        return  # the run's own loading names what is wrong with it
+    if model_type is not None and model_type not in listing[0].model_types:
+        raise UsageError(f"{args.output_dir} holds a {model_type} run (its hparams.json), not a "
+                         f"run of {parser.prog}: use another --output_dir")
+
+
 def recipe_main(package, build_parser, check, run_commands):
     """A recipe package's `main(argv)`: `execute` with the checks (and a
-    trained run for `run_commands`), then `<package>.commands.run(args)`,
-    the heavy import, once the flags are checked."""
+    trained run for `run_commands`; the run's data flags for those left
+    out, `remember_data`), then `<package>.commands.run(args)`, the heavy
+    import, once the flags are checked."""
+    parser = None
+
     def checks(args):
         if args.command != "train" and args.distribute != "none":
             raise UsageError(f"--distribute is for train; {args.command} runs on one device")
+        if args.command in run_commands or args.command in TRAINING_COMMANDS:
+            check_run_recipe(parser, args)
+            remember_data(parser, args)
         check(args)
         if args.command in run_commands and not os.path.exists(
                 os.path.join(args.output_dir, RUN_FILE)):
@@ -325,7 +398,9 @@ def recipe_main(package, build_parser, check, run_commands):
         return commands.run(args)
 
     def main(argv=None):
-        return execute(build_parser(), argv, run, check=checks)
+        nonlocal parser
+        parser = build_parser()
+        return execute(parser, argv, run, check=checks)
 
     return main
 

@@ -367,6 +367,9 @@ class Task:
                         if k != "epoch"})
         if not _replicas.evaluates_after_training(args, replicas):
             return model
+        if args.split not in splits:  # e.g. real training data and no test set given
+            print(f"[eval] not evaluated: {self.no_split(args.split)}")
+            return model
         if replicas.strategy is None:
             print("[model] the trained model in memory")
             return self.evaluate(trained, splits)
@@ -406,16 +409,25 @@ class Task:
     def evaluate(self, trained=None, splits=None):
         """Predicts the --split records and scores them next to the task's
         baselines (`report`): DIR/<split>_results.json, <split>_scores.json,
-        the score table on stdout. Returns the model's scores."""
+        the score table on stdout. Returns the model's scores; a split
+        without answers (an official test set) is predicted, written in the
+        official results format and not scored (None)."""
         args = self.args
         trained = trained or self.load_trained()
         if splits is None or args.split not in splits:
             splits = self.load_splits(self.eval_names())
-        split = self.the_split(splits, scored=True)
+        split = self.the_split(splits)
         start = time.time()
         predicted = self.predict_split(trained, split)
         print(f"[eval] {len(split)} {args.split} {self.ITEMS} {self.DONE} in "
               f"{time.time() - start:.0f} s")
+        if not self.annotated(split):  # an official test set: its answers are the server's
+            path = self.output_file(f"{args.split}_results.json")
+            write_json(path, self.results(split, predicted))
+            print(f"[eval] the {args.split} {self.ITEMS} have no answers to score against: "
+                  f"{len(predicted)} {self.PREDICTED} -> {path}, the official results format "
+                  "(upload it to the evaluation server, EvalAI); not scored")
+            return None
         results, scores, lines = self.report(split, splits, predicted, trained)
         write_json(self.output_file(f"{args.split}_results.json"), results)
         for line in lines:
@@ -511,6 +523,9 @@ class RegionTask(Task):
                   f"words found ({word_vectors.shape[1]}-d); the others start random")
             fitted.append(f"word_dim={word_vectors.shape[1]}")
         hparams = _cli.usage(hparams.parse(",".join(fitted)).parse, args.hparams)
+        if word_vectors is not None and hparams.word_dim != word_vectors.shape[1]:
+            raise _cli.UsageError(f"--hparams word_dim={hparams.word_dim}, but the --word_vectors "
+                                  f"are {word_vectors.shape[1]}-d (their width sets word_dim)")
         decay_epochs(hparams)  # checked before the run is written
         return hparams.parse(f"feature_dim={int(store.feature_dim)}"), word_vectors
 

@@ -228,7 +228,7 @@ def check_new_run(args, model, splits, vocab, settings, batch_size):
     every feature file's shape (a folder's, from the file headers), the
     first batch of each split, and that each CATT dictionary has at least
     as many vectors to cluster as entries."""
-    for name, split in splits.items():
+    for split in splits.values():
         image_features.check_shapes(split.store, [r.image_id for r in split.records])
         batch_of(split, range(min(len(split.records), batch_size)), vocab, settings)
     if not dictionaries.has_dictionaries(model) or settings["dictionary_init"] == "uniform":

@@ -14,8 +14,8 @@ import pytest
 from keras_structattn.data import shapes_world as sw
 from keras_structattn.data.image_features import ArrayFeatures
 from keras_structattn.data.image_features import FolderFeatures
-from keras_structattn.data.image_features import check_shapes
 from keras_structattn.data.image_features import Hdf5ImageDatasets
+from keras_structattn.data.image_features import check_shapes
 from keras_structattn.data.image_features import fitted_max_regions
 from keras_structattn.data.image_features import grid_batch
 from keras_structattn.data.image_features import open_features

@@ -1,0 +1,241 @@
+"""The vision-and-language recipes on real-format files, as a new user runs
+them: the README's commands end to end on small hand-written files
+(`tests/recipes/real_files.py`), runs that remember their data, official
+test sets without answers, and failed first runs that leave nothing behind.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from recipes import _cli
+from recipes import caption
+from recipes import grounding
+from recipes import vqa
+from tests.recipes import real_files
+from tests.recipes.test_vqa import CATT_TINY
+from tests.recipes.test_vqa import TINY as VQA_TINY
+
+TRAIN_IDS, VAL_IDS, TEST_IDS = range(1, 25), range(101, 105), range(201, 207)
+GROUNDING_TINY = "hidden_size=16,num_heads=2,filter_size=32,num_blocks=1,word_dim=8,batch_size=8"
+CAPTION_TINY = ("num_hidden_layers=1,hidden_size=32,filter_size=64,num_heads=2,"
+                "num_area_layers=1,batch_size=4")
+CATT = CATT_TINY.replace(",word_dim=16", "")  # the word vectors' width sets it
+QUIET = ["--verbose", "0", "--jit", "off", "--predict_batch_size", "16"]
+
+
+def no_run_left(out):
+    """Nothing a later command would take for a run (or its vocabularies)."""
+    return not any((out / name).exists() for name in
+                   ("run.json", "hparams.json", "question_vocab.json", "answers.json",
+                    "vocab.json"))
+
+
+# ------------------------------------------------------------------- VQA
+
+
+@pytest.fixture(scope="module")
+def vqa_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vqa_real")
+    features = real_files.write_bottom_up_folder(
+        root / "bottom_up", [*TRAIN_IDS, *VAL_IDS, *TEST_IDS])
+    train = real_files.write_vqa(root, "train2014", TRAIN_IDS)
+    val = real_files.write_vqa(root, "val2014", VAL_IDS)
+    test, _ = real_files.write_vqa(root, "test2015", TEST_IDS, annotated=False)
+    glove = real_files.write_glove(root / "glove.txt", ["what", "color", "is", "the", "object",
+                                                       "there", "an", "?"])
+    return dict(root=root, features=features, train=train, val=val, test=test, glove=glove)
+
+
+def vqa_readme_flags(files, out, *extra):
+    """The README's line: --model mcan_pa, --questions_train, --annotations_train,
+    --features bottom_up/, --word_vectors (tiny hparams, one epoch)."""
+    return ["--output_dir", str(out), "--model", "mcan_pa", "--questions_train",
+            files["train"][0], "--annotations_train", files["train"][1],
+            "--features", files["features"], "--word_vectors", files["glove"],
+            "--hparams", VQA_TINY["mcan"].replace(",word_dim=8", ""), "--min_answer_count", "1",
+            "--epochs", "1", *QUIET, *extra]
+
+
+def test_vqa_readme_line_trains_and_later_commands_reuse_its_data(vqa_files, tmp_path, capsys):
+    out = tmp_path / "run"
+    vqa.main(["train", *vqa_readme_flags(vqa_files, out)])
+    err = capsys.readouterr().err
+    assert "not evaluated: no annotated test questions" in err  # no test set given: exit 0
+    saved = json.loads((out / "run.json").read_text())["data"]
+    assert saved["features"] == vqa_files["features"] and saved["questions_train"] == \
+        vqa_files["train"][0]
+    # The official test set has no answers: predicted, written for the
+    # server (EvalAI's results format), not scored; the features are the run's.
+    assert vqa.main(["evaluate", "--output_dir", str(out), "--questions_test",
+                     vqa_files["test"], *QUIET]) is None
+    results = json.loads((out / "test_results.json").read_text())
+    assert len(results) == 2 * len(TEST_IDS)
+    assert all(set(r) == {"question_id", "answer"} for r in results)
+    assert not (out / "test_scores.json").exists()
+    predicted = vqa.main(["predict", "--output_dir", str(out), "--questions", vqa_files["test"],
+                          *QUIET])
+    assert predicted == results
+    # With annotations the split is scored; nothing is generated in the run.
+    scores = vqa.main(["evaluate", "--output_dir", str(out), "--split", "val",
+                       "--questions_val", vqa_files["val"][0], "--annotations_val",
+                       vqa_files["val"][1], *QUIET])
+    assert 0 <= scores.overall <= 100
+    assert not (out / "shapes_world").exists()
+
+
+def test_vqa_a_run_of_before_without_its_data_is_refused_not_given_a_world(vqa_files,
+                                                                          tmp_path):
+    out = tmp_path / "run"
+    vqa.main(["train", *vqa_readme_flags(vqa_files, out, "--no_eval")])
+    settings = json.loads((out / "run.json").read_text())
+    del settings["data"]  # as runs were saved before they remembered their data
+    (out / "run.json").write_text(json.dumps(settings))
+    with pytest.raises(_cli.UsageError, match="holds a run without a Shapes world"):
+        vqa.main(["evaluate", "--output_dir", str(out), *QUIET])
+    assert not (out / "shapes_world").exists()
+
+
+def test_vqa_a_remembered_file_that_has_gone_is_a_usage_error(vqa_files, tmp_path):
+    import shutil
+
+    copy = tmp_path / "features"
+    shutil.copytree(vqa_files["features"], copy)
+    out = tmp_path / "run"
+    vqa.main(["train", *vqa_readme_flags(vqa_files, out, "--no_eval", "--features",
+                                         str(copy))])
+    shutil.rmtree(copy)
+    with pytest.raises(_cli.UsageError, match=rf"--features {copy} \(the run's data, from "
+                                              r".*run.json\): no such file"):
+        vqa.main(["predict", "--output_dir", str(out), "--questions", vqa_files["test"]])
+
+
+@pytest.mark.parametrize("defect, error, message", [
+    ("boxes_n5", ValueError, r"boxes of shape \[5, 4\]; found \(5, 5\)"),
+    ("pixels_no_size", ValueError, r"boxes must lie in \[0, 1\].*image's size"),
+    ("catt_dictionary", _cli.UsageError, r"Dictionary .* entries but the training data gave "
+                                         r"only .*dictionary_size"),
+])
+def test_vqa_a_failed_first_train_leaves_no_run(vqa_files, tmp_path, defect, error, message):
+    """Each check runs before the run is committed; the corrected command
+    then makes the run (it used to be refused: "holds a run with other hparams")."""
+    out = tmp_path / "run"
+    features = vqa_files["features"]
+    model_flags = []
+    if defect == "boxes_n5":
+        features = real_files.write_bottom_up_folder(
+            tmp_path / "f", TRAIN_IDS, boxes=np.zeros((5, 5), np.float32))
+    elif defect == "pixels_no_size":
+        features = real_files.write_bottom_up_folder(tmp_path / "f", TRAIN_IDS, image_w=None,
+                                                     image_h=None)
+    else:
+        model_flags = ["--model", "catt", "--hparams", CATT.replace("dictionary_size=16",
+                                                                    "dictionary_size=5000")]
+    flags = [*vqa_readme_flags(vqa_files, out, "--no_eval"), "--features", features,
+             *model_flags]
+    with pytest.raises(error, match=message):
+        vqa.main(["train", *flags])
+    assert no_run_left(out)
+    fixed = [*vqa_readme_flags(vqa_files, out, "--no_eval")]
+    if defect == "catt_dictionary":
+        fixed += ["--model", "catt", "--hparams", CATT]
+    vqa.main(["train", *fixed])
+    assert (out / "run.json").exists()
+
+
+# ------------------------------------------------------------- grounding
+
+
+@pytest.fixture(scope="module")
+def refcoco_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("refcoco")
+    splits = {"train": TRAIN_IDS, "val": VAL_IDS, "testA": range(201, 204),
+              "testB": range(204, 207)}
+    refs, instances = real_files.write_refcoco(root, splits)
+    features = real_files.write_bottom_up_folder(
+        root / "proposals", [i for ids in splits.values() for i in ids])
+    return dict(root=root, refs=refs, instances=instances, features=features)
+
+
+def grounding_flags(files, out, *extra):
+    """The README's line: --refs "refs(unc).p" --instances --features proposals/."""
+    return ["--output_dir", str(out), "--refs", files["refs"], "--instances", files["instances"],
+            "--features", files["features"], "--hparams", GROUNDING_TINY, "--epochs", "1",
+            *QUIET, *extra]
+
+
+def test_grounding_readme_line_tests_on_testA_and_testB(refcoco_files, tmp_path, capsys):
+    out = tmp_path / "run"
+    summary = grounding.main(["train", *grounding_flags(refcoco_files, out)])
+    assert summary is not None  # evaluated on `test` = testA + testB
+    results = json.loads((out / "test_results.json").read_text())
+    assert len(results) == 2 * 6  # two sentences for each of the 6 test images
+    capsys.readouterr()
+    grounding.main(["evaluate", "--output_dir", str(out), "--split", "testB", *QUIET])
+    assert len(json.loads((out / "testB_results.json").read_text())) == 2 * 3
+    assert not (out / "shapes_world").exists()
+
+
+def test_grounding_proposals_outside_the_image_leave_no_run(refcoco_files, tmp_path):
+    out = tmp_path / "run"
+    outside = np.tile(np.float32([[10, 10, 2 * real_files.WIDTH, 50]]), (5, 1))
+    features = real_files.write_bottom_up_folder(
+        tmp_path / "f", [*TRAIN_IDS, *VAL_IDS], boxes=outside)
+    with pytest.raises(ValueError, match=r"boxes must lie in \[0, 1\]"):
+        grounding.main(["train", *grounding_flags(refcoco_files, out, "--no_eval"),
+                        "--features", features])
+    assert no_run_left(out)
+
+
+# ------------------------------------------------------------- captioning
+
+
+@pytest.fixture(scope="module")
+def coco_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("coco")
+    splits = {"train": TRAIN_IDS, "val": VAL_IDS, "test": TEST_IDS}
+    karpathy = real_files.write_karpathy(root / "dataset_coco.json", splits)
+    features = real_files.write_coco_grid_folder(
+        root / "features", [i for ids in splits.values() for i in ids])
+    return dict(root=root, karpathy=karpathy, features=features)
+
+
+def caption_flags(files, out, *extra):
+    """The README's line: --karpathy_json --features coco/features --model area."""
+    return ["--output_dir", str(out), "--karpathy_json", files["karpathy"], "--features",
+            files["features"], "--model", "area", "--hparams", CAPTION_TINY,
+            "--min_word_count", "1", "--train_steps", "2", "--scst_steps", "1",
+            "--scst_images", "2", "--scst_samples", "2", "--steps_per_checkpoint", "1",
+            "--beam_size", "2", "--decode_batch_size", "4", "--verbose", "0", "--jit", "off",
+            *extra]
+
+
+def test_caption_readme_line_then_decode_reads_what_train_read(coco_files, tmp_path, capsys):
+    out = tmp_path / "run"
+    caption.main(["train", *caption_flags(coco_files, out)])
+    assert json.loads((out / "test_results.json").read_text())
+    capsys.readouterr()
+    # `decode` on the run's own COCO-named features folder (the docs' layout).
+    results = caption.main(["decode", "--output_dir", str(out), "--features",
+                            coco_files["features"], "--beam_size", "2"])
+    assert sorted(r["image_id"] for r in results) == sorted([*TRAIN_IDS, *VAL_IDS, *TEST_IDS])
+    capsys.readouterr()
+    scores = caption.main(["evaluate", "--output_dir", str(out), "--beam_size", "2"])
+    assert scores is not None
+    assert not (out / "shapes_world").exists()
+
+
+def test_caption_an_odd_grid_file_leaves_no_run(coco_files, tmp_path):
+    import shutil
+
+    features = tmp_path / "features"
+    shutil.copytree(coco_files["features"], features)
+    np.save(features / "COCO_val2014_000000000001.npy",  # the first file read
+            np.zeros((2, 4, real_files.FEATURE_DIM), np.float32))
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"COCO_val2014_000000000001.npy: features of shape "
+                                         r"\(2, 4, 12\), but .* have \(3, 3, 12\)"):
+        caption.main(["train", *caption_flags(coco_files, out, "--no_eval"), "--features",
+                      str(features)])
+    assert no_run_left(out)
