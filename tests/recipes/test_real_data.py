@@ -239,3 +239,64 @@ def test_caption_an_odd_grid_file_leaves_no_run(coco_files, tmp_path):
         caption.main(["train", *caption_flags(coco_files, out, "--no_eval"), "--features",
                       str(features)])
     assert no_run_left(out)
+
+
+def test_caption_catt_dictionary_larger_than_the_data_leaves_no_run(coco_files, tmp_path):
+    """Checked before the run is made, though the dictionaries are fitted
+    after the warm-up (the rows counted do not depend on the weights)."""
+    regions = real_files.write_bottom_up_folder(
+        tmp_path / "regions", [*TRAIN_IDS, *VAL_IDS, *TEST_IDS])
+    out = tmp_path / "run"
+    flags = caption_flags(coco_files, out, "--no_eval", "--model", "catt", "--features", regions,
+                          "--dictionary_warmup", "1", "--train_steps", "2")
+    tiny = "num_hidden_layers=1,hidden_size=16,filter_size=32,num_heads=2,batch_size=4"
+    with pytest.raises(_cli.UsageError, match=r"Dictionary .* has 5000 entries but the "
+                                              r"training data gave only \d+ vectors"):
+        caption.main(["train", *flags, "--hparams", f"{tiny},dictionary_size=5000"])
+    assert no_run_left(out)
+    caption.main(["train", *flags, "--hparams", f"{tiny},dictionary_size=8"])
+    assert json.loads((out / "run.json").read_text())["data"]["features"] == regions
+
+
+def test_another_recipes_run_is_named(vqa_files, tmp_path):
+    out = tmp_path / "run"
+    vqa.main(["train", *vqa_readme_flags(vqa_files, out, "--no_eval")])
+    with pytest.raises(_cli.UsageError, match=r"holds a vqa run \(its hparams.json\), not a run "
+                                              r"of python -m recipes.grounding"):
+        grounding.main(["evaluate", "--output_dir", str(out)])
+
+
+# --------------------------------------------------------------- TextVQA
+
+
+def test_textvqa_official_test_imdb_without_answers_is_predicted_not_scored(tmp_path, capsys):
+    """mmf's TextVQA test imdb: `has_answer` False, entries without
+    `answers` / `valid_answers`. Train with it as --imdb_test: the run ends
+    with the official results file, and `evaluate` reuses the run's imdbs."""
+    from keras_structattn.data.shapes_world import generate
+    from keras_structattn.data.shapes_world.writers import write
+    from recipes import textvqa
+    from tests.recipes.test_textvqa import TINY
+
+    data = tmp_path / "data"
+    write(generate(train=24, val=4, test=6, tasks="textvqa", seed=0), str(data),
+          compress=False)
+    imdb = np.load(data / "textvqa" / "imdb_test.npy", allow_pickle=True)
+    header = dict(imdb[0], has_answer=False)
+    entries = [{k: v for k, v in e.items() if k not in ("answers", "valid_answers",
+                                                        "answer_tokens", "answer_source")}
+               for e in imdb[1:]]
+    official = data / "textvqa" / "imdb_test_official.npy"
+    np.save(official, np.array([header, *entries], dtype=object), allow_pickle=True)
+    out = tmp_path / "run"
+    flags = ["--output_dir", str(out), "--model", "m4c", "--hparams", TINY.format(0),
+             "--epochs", "1", *QUIET]
+    assert textvqa.main(["train", *flags, "--imdb_train", str(data / "textvqa" / "imdb_train.npy"),
+                         "--imdb_val", str(data / "textvqa" / "imdb_val.npy"),
+                         "--imdb_test", str(official)]) is None  # predicted, not scored
+    results = json.loads((out / "test_results.json").read_text())
+    assert [r["question_id"] for r in results] == [e["question_id"] for e in entries]
+    assert not (out / "test_scores.json").exists()
+    assert "the official results format" in capsys.readouterr().err
+    scores = textvqa.main(["evaluate", "--output_dir", str(out), "--split", "val", *QUIET])
+    assert scores is not None and not (out / "shapes_world").exists()
