@@ -64,6 +64,9 @@ RUN_DEFAULTS = dict(
 # CATT dictionaries are fitted after this share of a new run's --train_steps,
 # at most MAX_DICTIONARY_WARMUP steps (`--dictionary_warmup`).
 DICTIONARY_WARMUP_FRACTION, MAX_DICTIONARY_WARMUP = 0.1, 500
+# --train_steps left out (None until `check_args`: a resumed run tells a
+# given number from the default, `commands.check_cross_entropy_done`).
+TRAIN_STEPS = 1500
 
 
 def run_defaults(args):
@@ -124,8 +127,9 @@ def build_parser():
     _world.add_world_flags(data)
 
     train = _cli.add_seq2seq_training_flags(
-        parser, ("loss", "accuracy", "cider"), train_steps=1500, steps_per_checkpoint=250,
-        train_steps_help="cross-entropy steps (optimizer steps)", keep_checkpoints=3)
+        parser, ("loss", "accuracy", "cider"), train_steps=None, steps_per_checkpoint=250,
+        train_steps_help=f"cross-entropy steps (optimizer steps; default {TRAIN_STEPS})",
+        keep_checkpoints=3)
     train.add_argument("--batch_size", type=_cli.positive_int, default=None,
                        help="images per cross-entropy batch, 5 captions each (default: "
                        "the hparams' batch_size)")
@@ -191,6 +195,9 @@ def check_args(args):
     extract_missing = [f"--{name}" for name in ("images", "features_out", "backbone_weights")
                        if not getattr(args, name)]
     decode = args.command == "decode"
+    args.train_steps_given = args.train_steps is not None
+    if args.train_steps is None:
+        args.train_steps = TRAIN_STEPS
     _cli.refuse(
         (args.karpathy_json and captions,
          "give either --karpathy_json or --captions_* files, not both"),

@@ -41,6 +41,7 @@ from keras_structattn.training import self_critical
 from keras_structattn.training.callbacks import restore_latest
 from keras_structattn.training.callbacks import steps_done
 from keras_structattn.training.distribution import restarting
+from keras_structattn.training.history import history_from_csv
 from keras_structattn.training.losses import PaddedCrossEntropy
 from keras_structattn.training.run_folder import write_json
 from models import registry
@@ -273,6 +274,7 @@ def train(args):
         _seq2seq.compile_model(model, hparams, args, jit)
         start = time.time()
         if checkpoints_lib.checkpoint_paths(run.file(SCST_DIR), readable_only=True):
+            check_cross_entropy_done(args, run)
             print("[train] cross-entropy phase done (self-critical checkpoints found)")
         else:
             train_cross_entropy(args, trained, splits, args.batch_size or hparams.batch_size,
@@ -302,6 +304,18 @@ def train(args):
             before = load_json(before_file, "scores").get("results")
         evaluate(args, trained=trained, splits=splits, before=before)
     return model
+
+
+def check_cross_entropy_done(args, run):
+    """A usage error if --train_steps asks for more cross-entropy steps than
+    a run whose self-critical training has begun took: they would come
+    after self-critical steps, which then started from another model."""
+    done = history_from_csv(run.file(XE_PHASE.history)).get("step") or [None]
+    if args.train_steps_given and done[-1] is not None and args.train_steps > int(done[-1]):
+        raise _cli.UsageError(
+            f"--train_steps {args.train_steps}, but {args.output_dir} began self-critical "
+            f"training after {int(done[-1])} cross-entropy steps: more cannot follow (leave "
+            "--train_steps out or at that number, raise --scst_steps, or use a new --output_dir)")
 
 
 def train_cross_entropy(args, trained, splits, batch_size, replicas):

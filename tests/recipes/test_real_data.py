@@ -224,6 +224,11 @@ def test_caption_readme_line_then_decode_reads_what_train_read(coco_files, tmp_p
     scores = caption.main(["evaluate", "--output_dir", str(out), "--beam_size", "2"])
     assert scores is not None
     assert not (out / "shapes_world").exists()
+    # Self-critical training has begun: more cross-entropy steps are refused.
+    with pytest.raises(_cli.UsageError, match=r"--train_steps 3, but .* began self-critical "
+                                              r"training after 2 cross-entropy steps"):
+        caption.main(["train", "--output_dir", str(out), "--train_steps", "3", "--scst_steps",
+                      "1", "--verbose", "0"])
 
 
 def test_caption_an_odd_grid_file_leaves_no_run(coco_files, tmp_path):
