@@ -585,7 +585,9 @@ def _recipe_parser(package, doc, commands, output_dir, hparams_model_types, mode
     parser = ArgumentParser(doc, hparams_model_types=hparams_model_types,
                             prog=f"python -m {package}")
     add_command_argument(parser, commands)
-    parser.add_argument("--output_dir", default=output_dir, type=output_folder)
+    parser.add_argument("--output_dir", default=output_dir, type=output_folder,
+                        help=f"the run folder: settings, hparams, vocabularies, checkpoints, "
+                        f"results (default {output_dir})")
     run = parser.add_argument_group(RUN_GROUP)
     if model:
         run.add_argument("--model", default=None, **model)
