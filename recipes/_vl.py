@@ -361,6 +361,7 @@ class Task:
                         total_steps=args.train_steps, validation=validation, replicas=replicas,
                         scores=scores)
         print(f"[train] done ({time.time() - start:.0f} s in this command)")
+        self.report_cut(f"{train_name} (training batches)", train_set)
         if replicas.is_chief:  # every metric's history
             write_json(run.file("train_summary.json"),
                        {k: v for k, v in history_from_csv(run.file("history.csv")).items()
@@ -379,6 +380,15 @@ class Task:
               "predict every batch on every replica)")
         return self.evaluate(None, splits)
 
+    def report_cut(self, name, encoded):
+        """One line if images of a split had more regions than max_regions
+        (the first ones are kept, as detectors list them by confidence)."""
+        counts = getattr(encoded, "counts", None)
+        if counts and counts["truncated_images"]:
+            print(f"[data] {name}: {counts['truncated_images']} of {counts['images']} images "
+                  f"read had more than max_regions={encoded.hparams.max_regions} regions; "
+                  f"{counts['dropped_regions']} regions left out (the first ones kept)")
+
     def predict_split(self, trained, split):
         """`decode`'s predictions of the records of `split`."""
         encoded = self.encode(split, trained)
@@ -391,6 +401,7 @@ class Task:
                                                                   rows[-1])]))
             outputs = trained.model.predict_on_batch(inputs)
             predicted.extend(self.decode(trained, split, rows, inputs, outputs))
+        self.report_cut(split.name, encoded)
         return predicted
 
     def results(self, split, predicted):
@@ -488,6 +499,7 @@ class RegionEncoded:
 
     def __init__(self, task, split, trained):
         self.split, self.trained, self.hparams = split, trained, trained.hparams
+        self.counts = collections.Counter()  # of `region_batch`: regions cut to max_regions
         self.text_key = task.TEXT_KEY
         self.texts = question_batch([r.tokens for r in split.records], trained.vocabs["words"],
                                     getattr(self.hparams, task.TEXT_LENGTH))
@@ -498,7 +510,8 @@ class RegionEncoded:
     def inputs(self, rows):
         features, boxes, mask = image_features.region_batch(
             self.split.store, [self.split.records[i].image_id for i in rows],
-            self.hparams.max_regions)  # padded to max_regions: one shape for every batch
+            self.hparams.max_regions,  # padded to max_regions: one shape for every batch
+            counts=self.counts)
         return {"regions": features, "boxes": boxes, "region_mask": mask,
                 self.text_key: self.texts[rows]}
 

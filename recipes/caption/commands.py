@@ -12,6 +12,7 @@ import argparse
 import functools
 import itertools
 import os
+import sys
 import time
 
 import keras
@@ -581,6 +582,7 @@ def caption_split(args, trained, splits=None, save=True):
     image_ids = [r.image_id for r in split.records]
     captions = caption_images(trained, split.store, image_ids, args)
     seconds = time.time() - start
+    warn_if_empty(captions)
     results = coco_captions.coco_results(image_ids, captions)
     scores = metrics.evaluate_captions(coco_captions.coco_annotations(split.records), results)
     print(f"[eval] {len(results)} {args.split} images, beam {args.beam_size}: {seconds:.0f} s;"
@@ -590,6 +592,15 @@ def caption_split(args, trained, splits=None, save=True):
     if save:
         write_json(os.path.join(args.output_dir, f"{args.split}_results.json"), results)
     return scores, split, results
+
+
+def warn_if_empty(captions):
+    """A warning when every caption is empty: the scores of nothing (CHAIR
+    reads 0% hallucinations) would otherwise pass for results."""
+    if captions and not any(c.strip() for c in captions):
+        print(f"warning: all {len(captions)} captions are empty (the model ends every caption "
+              "at once: train it longer); their scores, CHAIR's 0% included, mean nothing",
+              file=sys.stderr)
 
 
 def decode(args):
@@ -602,6 +613,7 @@ def decode(args):
     store = image_features.open_features(path, trained[2]["feature_kind"])
     image_ids = list(store.image_ids())
     captions = caption_images(trained, store, image_ids, args)
+    warn_if_empty(captions)
     results = coco_captions.coco_results(image_ids, captions)
     _seq2seq.deliver(args, [f"{r['image_id']}\t{r['caption']}" for r in results], "captions",
                      results)

@@ -305,3 +305,23 @@ def test_textvqa_official_test_imdb_without_answers_is_predicted_not_scored(tmp_
     assert "the official results format" in capsys.readouterr().err
     scores = textvqa.main(["evaluate", "--output_dir", str(out), "--split", "val", *QUIET])
     assert scores is not None and not (out / "shapes_world").exists()
+
+
+def test_vqa_regions_beyond_max_regions_are_counted(vqa_files, tmp_path, capsys):
+    out = tmp_path / "run"
+    flags = vqa_readme_flags(vqa_files, out, "--no_eval")
+    flags[flags.index("--hparams") + 1] += ",max_regions=3"  # the files have 5 a image
+    vqa.main(["train", *flags])
+    err = capsys.readouterr().err
+    read = len(TRAIN_IDS) * 2 + 8  # an epoch's questions, and the first batch checked before
+    assert (f"[data] train (training batches): {read} of {read} images read had more "
+            f"than max_regions=3 regions; {2 * read} regions left out") in err
+
+
+def test_caption_all_empty_captions_warn(capsys):
+    from recipes.caption.commands import warn_if_empty
+
+    warn_if_empty(["a red object", ""])
+    assert "warning" not in capsys.readouterr().err
+    warn_if_empty(["", " "])
+    assert "warning: all 2 captions are empty" in capsys.readouterr().err
