@@ -544,6 +544,27 @@ def vl_parser(package, doc, commands, run_defaults, *, models=None, hparams_set_
     return parser, run, data, out
 
 
+# keras_structattn.data.feature_formats.FORMATS (checked by a test; not
+# imported: the flags are parsed before Keras loads).
+FEATURE_FORMATS = ("bottom_up_npz", "openvqa", "bottom_up_tsv", "mmf_npy", "mmf_lmdb",
+                   "butd_hdf5", "cocobu")
+
+
+def add_features_format_flags(data):
+    """`--features_format` and `--image_sizes`, for region features."""
+    data.add_argument("--features_format", choices=FEATURE_FORMATS, default=None,
+                      help="the layout of the region features (default: detected from what "
+                      "is there, and refused where two could fit): bottom-up .npz folder, "
+                      "OpenVQA's channels-first .npz, bottom-up .tsv, mmf .npy + _info.npy, "
+                      "mmf LMDB, bottom-up-attention-vqa .hdf5 + _imgid2idx.pkl, "
+                      "self-critical cocobu_att + cocobu_box (docs/recipes.md, \"Feature "
+                      "formats\")")
+    data.add_argument("--image_sizes", type=input_file,
+                      help="COCO JSON with the images' sizes (images: id, width, height: "
+                      "instances or captions), for pixel boxes stored without them "
+                      "(self-critical's cocobu_box)")
+
+
 def add_vl_data_flags(data, records, word_vectors=False):
     """--word_vectors (with `word_vectors`) and --skip_invalid (of `records`)."""
     if word_vectors:

@@ -11,6 +11,7 @@ import time
 import keras
 import numpy as np
 
+from keras_structattn.data import feature_formats
 from keras_structattn.data import image_features
 from keras_structattn.data.feature_extraction import images_by_id
 from keras_structattn.data.shapes_world.run_cache import scene_images
@@ -128,6 +129,7 @@ class Task:
     def __init__(self, args):
         self.args = args
         self.data_given = _cli.given(args, *self.RECIPE.DATA_FLAGS)
+        self._stores, self._sizes = {}, None  # `RegionTask.open_store`'s
 
     @classmethod
     def run(cls, args):
@@ -557,10 +559,30 @@ class RegionTask(Task):
                                warmup_epochs=hparams.warmup_epochs,
                                decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate)
 
+    def image_sizes(self, records):
+        """Hook: `{image_id: (width, height)}` for pixel boxes stored without
+        them (--image_sizes; grounding's instances have them), or None."""
+        if not getattr(self.args, "image_sizes", None):
+            return None
+        if self._sizes is None:
+            self._sizes = feature_formats.image_sizes_from_coco(self.args.image_sizes)
+        return self._sizes
+
+    def open_store(self, features, records):
+        """The region store at `features` (--features_format, else detected),
+        opened once per command: every split of one file shares it."""
+        if features not in self._stores:
+            store = feature_formats.open_region_features(
+                features, getattr(self.args, "features_format", None),
+                image_sizes=self.image_sizes(records))
+            print(f"[data] features: {store.describe()}")
+            self._stores[features] = store
+        return self._stores[features]
+
     def read_split(self, name, records, features, describe):
         """The `Split` of `records` whose images the features file or folder
         has; `describe(record)` names a record in the error."""
-        store = image_features.open_features(features, "regions")
+        store = self.open_store(features, records)
         kept = with_features(
             name, records, lambda r: None if r.image_id in store else
             f"{features}: no features for image {r.image_id} ({describe(r)})",

@@ -49,6 +49,9 @@ import numpy as np
 from keras_structattn import checks
 
 KINDS = ("grid", "regions")
+# How a per-image region file holds its features: rows `[N, C]`, or
+# channels-first `[C, N]` (OpenVQA's `x`).
+REGION_LAYOUTS = ("rows", "channels_first")
 MISSING = ("error", "skip")
 # Normalised boxes may exceed [0, 1] by rounding (pixel boxes divided by the
 # image size in float32); beyond this they are in pixels or wrong.
@@ -232,6 +235,8 @@ class FeatureStore:
             f"{self.grid_shape[0]}x{self.grid_shape[1]}x{self.feature_dim}"
             if self.kind == "grid" else f"[N, {self.feature_dim}]"
         )
+        layout = getattr(self, "layout", None)
+        shape += {"channels_first": " (stored channels-first, OpenVQA)"}.get(layout, "")
         return f"{type(self).__name__}({self.path}): {len(self)} images, {self.kind} {shape}"
 
     def close(self):
@@ -306,13 +311,16 @@ class FolderFeatures(FeatureStore):
             `image_w`/`image_h`.
     """
 
-    def __init__(self, folder, kind=None, *, file_names=None, image_sizes=None):
+    def __init__(self, folder, kind=None, *, file_names=None, image_sizes=None, layout=None):
         folder = os.fspath(folder)
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"No such feature folder: {folder!r}")
         if kind is not None:
             checks.one_of("kind", kind, KINDS)
+        if layout is not None:
+            checks.one_of("layout", layout, REGION_LAYOUTS)
         self.path = folder
+        self.layout = layout
         self._size = _size_lookup(image_sizes)
         stems = _file_name_ids(file_names)
         files, unmatched = {}, []
@@ -368,6 +376,9 @@ class FolderFeatures(FeatureStore):
             detail = ""
             if kind == "regions":
                 detail = " (region files are .npz with features/x and boxes/bbox)"
+            if "feat" in arrays:
+                detail = (" (it looks like self-critical's cocobu_att, whose boxes are in "
+                          "cocobu_box beside it: --features_format cocobu)")
             raise ValueError(
                 f"{path}: holds {found} features, but kind={kind!r} was asked for{detail}."
             )
@@ -397,6 +408,8 @@ class FolderFeatures(FeatureStore):
                 f"{' or '.join(_BOX_KEYS)} arrays; found {sorted(arrays)}."
             )
         features, boxes = arrays[feature_key], arrays[box_key]
+        if feature_key == "x" or self.layout is not None:  # `features` arrays are rows
+            features = self._oriented(features, len(boxes), where)
         count_key = _first_key(arrays, _COUNT_KEYS)
         if count_key is not None:
             count = int(arrays[count_key])
@@ -409,6 +422,37 @@ class FolderFeatures(FeatureStore):
         if "image_w" in arrays and "image_h" in arrays:
             size = (float(arrays["image_w"]), float(arrays["image_h"]))
         return self._checked_regions(features, boxes, size, where)
+
+
+    def _oriented(self, features, regions, where):
+        """`features` as `[N, C]`: OpenVQA's files hold `x` channels-first,
+        `[C, N]`. The layout is the store's (`layout`), else the first
+        file's, told by which axis has the boxes' count; a file that can
+        only be the other layout, or a square one that could be either
+        before the store knows, is an error, never a guess."""
+        features = np.asarray(features)
+        if features.ndim != 2:
+            return features  # `_checked_regions` names the shape
+        rows, columns = features.shape[0] == regions, features.shape[1] == regions
+        if not (rows or columns):
+            return features  # `_checked_regions` names the boxes' shape
+        if self.layout is None:
+            if rows and columns:
+                raise ValueError(
+                    f"{where}: features {features.shape} with {regions} boxes: rows [N, C] "
+                    "(bottom-up-attention) or OpenVQA's channels-first [C, N] cannot be told "
+                    "apart; name the layout (--features_format bottom_up_npz or openvqa).")
+            self.layout = "rows" if rows else "channels_first"
+        if self.layout == "channels_first":
+            if not columns:
+                raise ValueError(
+                    f"{where}: features {features.shape} cannot be channels-first [C, N] "
+                    f"(OpenVQA's layout, the store's) with {regions} boxes.")
+            return features.T
+        if not rows:
+            raise ValueError(f"{where}: features {features.shape} cannot be rows [N, C] (the "
+                             f"store's layout) with {regions} boxes.")
+        return features
 
 
 def _read_file(path):

@@ -121,6 +121,7 @@ def build_parser():
         data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
                           help="the features of one split (default --features)"
                           if split == "train" else None)
+    _cli.add_features_format_flags(data)
     data.add_argument("--skip_missing", action="store_true",
                       help="skip (and count) images without features or captions "
                       "instead of stopping at the first")

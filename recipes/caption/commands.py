@@ -19,6 +19,7 @@ import keras
 import numpy as np
 
 from keras_structattn import metrics
+from keras_structattn.data import feature_formats
 from keras_structattn.data import image_features
 from keras_structattn.data.feature_extraction import read_images
 from keras_structattn.data.json_files import load_json
@@ -129,14 +130,27 @@ def load_splits(args, settings, needed):
             continue
         path = (features_path(world, name) if world is not None
                 else getattr(args, f"{name}_features") or args.features)
-        store = image_features.open_features(path, settings["feature_kind"], file_names={
-            r.image_id: r.file_name for r in records[name]})
+        store = open_store(args, path, settings["feature_kind"],
+                           {r.image_id: r.file_name for r in records[name]})
         kept, skipped = image_features.select_images(store, records[name], missing=skip,
                                                           skip_hint="--skip_missing")
         if skipped:
             print(f"[data] {name}: {skipped} images without features in {path} skipped")
         splits[name] = _vl.Split(name, kept, store)
     return splits
+
+
+def open_store(args, path, kind, file_names=None):
+    """The features at `path`: region features in --features_format (else
+    detected, `feature_formats`), grid features by `image_features`."""
+    if kind != "regions":
+        return image_features.open_features(path, kind, file_names=file_names)
+    sizes = (feature_formats.image_sizes_from_coco(args.image_sizes)
+             if getattr(args, "image_sizes", None) else None)
+    store = feature_formats.open_region_features(
+        path, getattr(args, "features_format", None), file_names=file_names, image_sizes=sizes)
+    print(f"[data] features: {store.describe()}")
+    return store
 
 
 def feature_batch(store, image_ids, kind):
@@ -610,7 +624,7 @@ def decode(args):
     if args.images:
         path = os.path.join(args.output_dir, "extracted")
         extract(args, output=path)
-    store = image_features.open_features(path, trained[2]["feature_kind"])
+    store = open_store(args, path, trained[2]["feature_kind"])
     image_ids = list(store.image_ids())
     captions = caption_images(trained, store, image_ids, args)
     warn_if_empty(captions)

@@ -71,6 +71,7 @@ def build_parser():
     for split in SPLITS:
         data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
                           help=f"the features of the {split} split (default --features)")
+    _cli.add_features_format_flags(data)
     _cli.add_vl_data_flags(data, "questions", word_vectors=True)
     _world.add_world_flags(data)
 

@@ -150,3 +150,16 @@ def write_coco_grid_folder(folder, image_ids, grid=(3, 3), seed=0):
         array = _features(rng, color, grid[0] * grid[1]).reshape(*grid, FEATURE_DIM)
         np.save(folder / f"COCO_val2014_{image_id:012d}.npy", array)
     return str(folder)
+
+
+def write_openvqa_folder(folder, image_ids, regions=5, seed=0):
+    """OpenVQA's per-image `.npz`: `x` channels-first `[C, N]`, `bbox`
+    `[N, 4]` pixels, `num_bbox`, `image_h`, `image_w`, named
+    `COCO_train2014_<12 digits>.jpg.npz`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for image_id, color in image_colors(image_ids).items():
+        np.savez(folder / f"COCO_train2014_{image_id:012d}.jpg.npz",
+                 x=_features(rng, color, regions).T, bbox=pixel_boxes(rng, regions),
+                 num_bbox=regions, image_h=HEIGHT, image_w=WIDTH)
+    return str(folder)

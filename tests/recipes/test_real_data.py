@@ -325,3 +325,18 @@ def test_caption_all_empty_captions_warn(capsys):
     assert "warning" not in capsys.readouterr().err
     warn_if_empty(["", " "])
     assert "warning: all 2 captions are empty" in capsys.readouterr().err
+
+
+def test_vqa_on_openvqa_features_and_the_remembered_format(vqa_files, tmp_path, capsys):
+    features = real_files.write_openvqa_folder(tmp_path / "openvqa",
+                                               [*TRAIN_IDS, *TEST_IDS])
+    out = tmp_path / "run"
+    vqa.main(["train", *vqa_readme_flags(vqa_files, out, "--no_eval"), "--features", features,
+              "--features_format", "openvqa"])
+    err = capsys.readouterr().err
+    assert f"regions [N, {real_files.FEATURE_DIM}] (stored channels-first, OpenVQA)" in err
+    assert json.loads((out / "run.json").read_text())["data"]["features_format"] == "openvqa"
+    results = vqa.main(["predict", "--output_dir", str(out), "--questions", vqa_files["test"],
+                        *QUIET])
+    assert len(results) == 2 * len(TEST_IDS)
+    assert "(stored channels-first, OpenVQA)" in capsys.readouterr().err
