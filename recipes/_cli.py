@@ -55,6 +55,82 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    # Which commands read a flag, for `<command> --help` (`command_help`):
+    # `command_flags` {command: dests} lists a command's flags outright
+    # (`score` reads no run); else by group (the run's, data and training
+    # groups), else by the commands a flag's help names first ("evaluate /
+    # visualize: ..."; train evaluates too), else every command.
+    command_flags = {}
+    RUN_READERS = ("train", "record")  # and the recipe's run commands (`recipe_main`)
+    run_commands = ()
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        commands = self._commands()
+        if any(a in ("-h", "--help") for a in argv):
+            named = [a for a in argv if a in commands and a != "curves"]
+            if named:
+                self._print_message(self.command_help(named[0]), sys.stdout)
+                self.exit(0)
+        return super().parse_known_args(args, namespace)
+
+    def _commands(self):
+        for action in self._actions:
+            if action.dest == "command":
+                return tuple(action.choices or ())
+        return ()
+
+    def reads(self, command, action, group):
+        """Whether `command` reads the flag of `action` (in `group`)."""
+        if action.dest in ("help", "debug"):
+            return True
+        if command in self.command_flags:
+            return action.dest in self.command_flags[command]
+        makes_runs = command in self.RUN_READERS
+        uses_run = makes_runs or command in self.run_commands
+        title = group.title or ""
+        if action.dest in ("command", "runs"):
+            return False
+        if action.dest == "output_dir" or title == RUN_GROUP:
+            return uses_run
+        if title.startswith(("training", "distribution")):
+            return makes_runs
+        if title.startswith("data"):
+            return uses_run
+        named = _commands_named(action.help or "", self._commands())
+        if named:
+            return command in named or (command == "train" and "evaluate" in named)
+        if title in self._commands():  # a command's own group ("extract"): the commands
+            owners = {title}               # its flags name ("extract / decode: ...")
+            for other in group._group_actions:
+                owners.update(_commands_named(other.help or "", self._commands()))
+            return command in owners
+        return True
+
+    def command_help(self, command):
+        """The help of `command`: its usage and only the flags it reads."""
+        sub = argparse.ArgumentParser(prog=f"{self.prog} {command}", description=self.description,
+                                      usage=f"{self.prog} {command} [flags]",
+                                      formatter_class=self.formatter_class, add_help=False,
+                                      epilog=f"All the recipe's flags: {self.prog} --help")
+        for group in self._action_groups:
+            kept = [a for a in group._group_actions if self.reads(command, a, group)]
+            if kept:
+                target = sub.add_argument_group(group.title, group.description)
+                for action in kept:
+                    target._add_action(action)
+        return sub.format_help()
+
+
+def _commands_named(text, commands):
+    """The commands a help text begins with: "evaluate / visualize: ..."
+    (an aside in brackets allowed); () if it begins otherwise."""
+    head, colon, _ = text.partition(":")
+    if not colon:
+        return ()
+    words = [w.split("(")[0].strip() for w in head.split("/")]
+    return tuple(words) if words and all(w in commands for w in words) else ()
+
 
 class _ListHparamsSets(argparse.Action):
     """Prints `name<TAB>model_type<TAB>architecture` per set and exits 0."""
@@ -400,6 +476,7 @@ def recipe_main(package, build_parser, check, run_commands):
     def main(argv=None):
         nonlocal parser
         parser = build_parser()
+        parser.run_commands = tuple(run_commands)
         return execute(parser, argv, run, check=checks)
 
     return main

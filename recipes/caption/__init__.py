@@ -181,6 +181,9 @@ def build_parser():
                      help="the backbone's weights, a local file (nothing is downloaded)")
     ext.add_argument("--image_size", type=_cli.positive_int, default=299)
     _cli.add_distribution_flags(parser)
+    parser.command_flags = {  # commands that read no run
+        "score": ("annotations", "results", "output"),
+        "extract": ("images", "features_out", "backbone", "backbone_weights", "image_size")}
     return parser
 
 

@@ -82,6 +82,9 @@ def build_parser():
     out.add_argument("--normalization", choices=("official", "corrected"), default="official",
                      help="answer normalisation of the accuracy: the official code's, quirks "
                      "included (default), or corrected (docs/vqa_metrics.md)")
+    # score reads no run: its flags outright
+    parser.command_flags = {"score": (
+        "questions", "annotations", "results", "output", "normalization")}
     return parser
 
 

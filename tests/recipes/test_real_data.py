@@ -340,3 +340,34 @@ def test_vqa_on_openvqa_features_and_the_remembered_format(vqa_files, tmp_path, 
                         *QUIET])
     assert len(results) == 2 * len(TEST_IDS)
     assert "(stored channels-first, OpenVQA)" in capsys.readouterr().err
+
+
+def help_of(main, *argv):
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as stopped:
+        main([*argv, "--help"])
+    assert stopped.value.code == 0
+    # The flags listed (not those other flags' help texts mention).
+    return {line.split()[0].rstrip(",") for line in out.getvalue().splitlines()
+            if line.startswith("  -")}
+
+
+def test_subcommand_help_shows_the_flags_it_reads():
+    score = help_of(vqa.main, "score")
+    assert all(f in score for f in ("--questions", "--annotations", "--results", "--output",
+                                    "--normalization"))
+    assert all(f not in score for f in ("--epochs", "--features", "--weights", "--model"))
+    evaluate = help_of(caption.main, "evaluate")
+    assert all(f in evaluate for f in ("--beam_size", "--split", "--features", "--weights"))
+    assert all(f not in evaluate for f in ("--scst_steps", "--train_steps", "--backbone",
+                                           "--distribute", "--annotations"))
+    train = help_of(caption.main, "train")
+    assert all(f in train for f in ("--scst_steps", "--distribute", "--beam_size"))
+    assert "--num_images" not in train and "--backbone" not in train
+    extract = help_of(caption.main, "extract")
+    assert "--backbone_weights" in extract and "--beam_size" not in extract
+    everything = help_of(caption.main)
+    assert all(f in everything for f in ("--scst_steps", "--backbone", "--annotations"))
