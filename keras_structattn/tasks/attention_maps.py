@@ -214,8 +214,9 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, ou
     draw = ImageDraw.Draw(canvas)
     _title(draw, title, 0, 0)
     # What the shading means: a box's brightness is its weight over the largest.
+    lit = len(weights) and weights.max() > 0
     draw_scale(draw, 4, header + height + 4, min(160, canvas.width - 8), brightness_colors,
-               "0", f"{top:.2g}", "weight")
+               "0", f"{top:.2g}" if lit else "-", "weight" if lit else "no weight")
     return canvas
 
 
