@@ -55,6 +55,82 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    # Which commands read a flag, for `<command> --help` (`command_help`):
+    # `command_flags` {command: dests} lists a command's flags outright
+    # (`score` reads no run); else by group (the run's, data and training
+    # groups), else by the commands a flag's help names first ("evaluate /
+    # visualize: ..."; train evaluates too), else every command.
+    command_flags = {}
+    RUN_READERS = ("train", "record")  # and the recipe's run commands (`recipe_main`)
+    run_commands = ()
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        commands = self._commands()
+        if any(a in ("-h", "--help") for a in argv):
+            named = [a for a in argv if a in commands and a != "curves"]
+            if named:
+                self._print_message(self.command_help(named[0]), sys.stdout)
+                self.exit(0)
+        return super().parse_known_args(args, namespace)
+
+    def _commands(self):
+        for action in self._actions:
+            if action.dest == "command":
+                return tuple(action.choices or ())
+        return ()
+
+    def reads(self, command, action, group):
+        """Whether `command` reads the flag of `action` (in `group`)."""
+        if action.dest in ("help", "debug"):
+            return True
+        if command in self.command_flags:
+            return action.dest in self.command_flags[command]
+        makes_runs = command in self.RUN_READERS
+        uses_run = makes_runs or command in self.run_commands
+        title = group.title or ""
+        if action.dest in ("command", "runs"):
+            return False
+        if action.dest == "output_dir" or title == RUN_GROUP:
+            return uses_run
+        if title.startswith(("training", "distribution")):
+            return makes_runs
+        if title.startswith("data"):
+            return uses_run
+        named = _commands_named(action.help or "", self._commands())
+        if named:
+            return command in named or (command == "train" and "evaluate" in named)
+        if title in self._commands():  # a command's own group ("extract"): the commands
+            owners = {title}               # its flags name ("extract / decode: ...")
+            for other in group._group_actions:
+                owners.update(_commands_named(other.help or "", self._commands()))
+            return command in owners
+        return True
+
+    def command_help(self, command):
+        """The help of `command`: its usage and only the flags it reads."""
+        sub = argparse.ArgumentParser(prog=f"{self.prog} {command}", description=self.description,
+                                      usage=f"{self.prog} {command} [flags]",
+                                      formatter_class=self.formatter_class, add_help=False,
+                                      epilog=f"All the recipe's flags: {self.prog} --help")
+        for group in self._action_groups:
+            kept = [a for a in group._group_actions if self.reads(command, a, group)]
+            if kept:
+                target = sub.add_argument_group(group.title, group.description)
+                for action in kept:
+                    target._add_action(action)
+        return sub.format_help()
+
+
+def _commands_named(text, commands):
+    """The commands a help text begins with: "evaluate / visualize: ..."
+    (an aside in brackets allowed); () if it begins otherwise."""
+    head, colon, _ = text.partition(":")
+    if not colon:
+        return ()
+    words = [w.split("(")[0].strip() for w in head.split("/")]
+    return tuple(words) if words and all(w in commands for w in words) else ()
+
 
 class _ListHparamsSets(argparse.Action):
     """Prints `name<TAB>model_type<TAB>architecture` per set and exits 0."""
@@ -304,13 +380,86 @@ def execute(parser, argv, run, check=None):
         _results = previous
 
 
+TRAINING_COMMANDS = ("train", "record")  # the commands that make a run
+
+
+def data_actions(parser):
+    """The flags that name a run's data (`remember_data`): those of the
+    parser's "data ..." groups that take a value, but the Shapes world's
+    `--world_*` (the world's own settings file remembers them)."""
+    return [action for group in parser._action_groups
+            if (group.title or "").startswith("data")
+            for action in group._group_actions
+            if action.nargs != 0 and not action.dest.startswith("world_")]
+
+
+def remember_data(parser, args):
+    """Gives the flags of the run's data that `args` leaves out the run's values.
+
+    A new run (`train`, `record`) saves the data flags it was given in
+    run.json's "data" (paths made absolute, the other values as given:
+    formats, splits...), `args._data`; every later command on the run takes
+    them unless it names others. A remembered path is checked again (the
+    file may have gone since): a usage error naming the flag and run.json.
+    """
+    actions = data_actions(parser)
+    path = os.path.join(args.output_dir, RUN_FILE)
+    saved = None
+    if os.path.exists(path):
+        import json
+
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f).get("data")
+    if saved is not None:
+        for action in actions:
+            if action.dest not in saved or getattr(args, action.dest) != action.default:
+                continue
+            value = saved[action.dest]
+            if action.type is not None:
+                try:
+                    value = action.type(value)
+                except (argparse.ArgumentTypeError, ValueError) as error:
+                    raise UsageError(f"--{action.dest} {saved[action.dest]} (the run's data, "
+                                     f"from {path}): {error}") from None
+            setattr(args, action.dest, value)
+    paths = (input_file, input_folder, input_file_or_folder)
+    args._data = {action.dest: (os.path.abspath(getattr(args, action.dest))
+                                if action.type in paths else getattr(args, action.dest))
+                  for action in actions if getattr(args, action.dest) != action.default}
+
+
+def check_run_recipe(parser, args):
+    """A usage error if --output_dir holds another recipe's run (its
+    hparams.json has a `model_type` this recipe does not take)."""
+    path = os.path.join(args.output_dir, "hparams.json")
+    listing = [a for a in parser._actions if isinstance(a, _ListHparamsSets)]
+    if not listing or not os.path.exists(os.path.join(args.output_dir, RUN_FILE)):
+        return
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            model_type = json.load(f).get("model_type")
+    except (OSError, ValueError):
+        return  # the run's own loading names what is wrong with it
+    if model_type is not None and model_type not in listing[0].model_types:
+        raise UsageError(f"{args.output_dir} holds a {model_type} run (its hparams.json), not a "
+                         f"run of {parser.prog}: use another --output_dir")
+
+
 def recipe_main(package, build_parser, check, run_commands):
     """A recipe package's `main(argv)`: `execute` with the checks (and a
-    trained run for `run_commands`), then `<package>.commands.run(args)`,
-    the heavy import, once the flags are checked."""
+    trained run for `run_commands`; the run's data flags for those left
+    out, `remember_data`), then `<package>.commands.run(args)`, the heavy
+    import, once the flags are checked."""
+    parser = None
+
     def checks(args):
         if args.command != "train" and args.distribute != "none":
             raise UsageError(f"--distribute is for train; {args.command} runs on one device")
+        if args.command in run_commands or args.command in TRAINING_COMMANDS:
+            check_run_recipe(parser, args)
+            remember_data(parser, args)
         check(args)
         if args.command in run_commands and not os.path.exists(
                 os.path.join(args.output_dir, RUN_FILE)):
@@ -325,7 +474,10 @@ def recipe_main(package, build_parser, check, run_commands):
         return commands.run(args)
 
     def main(argv=None):
-        return execute(build_parser(), argv, run, check=checks)
+        nonlocal parser
+        parser = build_parser()
+        parser.run_commands = tuple(run_commands)
+        return execute(parser, argv, run, check=checks)
 
     return main
 
@@ -469,6 +621,27 @@ def vl_parser(package, doc, commands, run_defaults, *, models=None, hparams_set_
     return parser, run, data, out
 
 
+# keras_structattn.data.feature_formats.FORMATS (checked by a test; not
+# imported: the flags are parsed before Keras loads).
+FEATURE_FORMATS = ("bottom_up_npz", "openvqa", "bottom_up_tsv", "mmf_npy", "mmf_lmdb",
+                   "butd_hdf5", "cocobu")
+
+
+def add_features_format_flags(data):
+    """`--features_format` and `--image_sizes`, for region features."""
+    data.add_argument("--features_format", choices=FEATURE_FORMATS, default=None,
+                      help="the layout of the region features (default: detected from what "
+                      "is there, and refused where two could fit): bottom-up .npz folder, "
+                      "OpenVQA's channels-first .npz, bottom-up .tsv, mmf .npy + _info.npy, "
+                      "mmf LMDB, bottom-up-attention-vqa .hdf5 + _imgid2idx.pkl, "
+                      "self-critical cocobu_att + cocobu_box (docs/recipes.md, \"Feature "
+                      "formats\")")
+    data.add_argument("--image_sizes", type=input_file,
+                      help="COCO JSON with the images' sizes (images: id, width, height: "
+                      "instances or captions), for pixel boxes stored without them "
+                      "(self-critical's cocobu_box)")
+
+
 def add_vl_data_flags(data, records, word_vectors=False):
     """--word_vectors (with `word_vectors`) and --skip_invalid (of `records`)."""
     if word_vectors:
@@ -510,7 +683,9 @@ def _recipe_parser(package, doc, commands, output_dir, hparams_model_types, mode
     parser = ArgumentParser(doc, hparams_model_types=hparams_model_types,
                             prog=f"python -m {package}")
     add_command_argument(parser, commands)
-    parser.add_argument("--output_dir", default=output_dir, type=output_folder)
+    parser.add_argument("--output_dir", default=output_dir, type=output_folder,
+                        help=f"the run folder: settings, hparams, vocabularies, checkpoints, "
+                        f"results (default {output_dir})")
     run = parser.add_argument_group(RUN_GROUP)
     if model:
         run.add_argument("--model", default=None, **model)

@@ -205,6 +205,11 @@ def fit(model, args, data=None, *, step=None, per_epoch, epochs=None, total_step
         print(f"[train] resuming {label + ' ' if label else ''}{where}")
     if epochs is None:
         epochs = epochs_done + math.ceil((total_steps - done) / per_epoch)
+        if args.verbose == 1:
+            # Keras' bars say "Epoch k/n": here k counts checkpoint intervals, not passes
+            # over the data, and a resumed run's k goes on from its checkpoints.
+            print(f"[train] {prefix}the progress bars' \"Epoch k/{epochs}\" counts intervals "
+                  f"of {per_epoch} steps between checkpoints (steps {done} to {total_steps})")
     callbacks, stoppers = _callbacks(args, phase, replicas, total_steps, scores)
     start = time.time()
     if step is None:

@@ -43,7 +43,8 @@ def resolve_settings(run, args, given, defaults):
 
     flag = None if args.precision in (None, "auto") else args.precision
     settings = run.resolve_settings(dict(given, precision=flag),
-                                    {**defaults, "precision": precision.resolve("auto")})
+                                    {**defaults, "precision": precision.resolve("auto")},
+                                    getattr(args, "_data", None) or {})
     # Runs made before the setting existed trained in float32.
     precision.use(settings.get("precision", "float32"))
     return settings
@@ -52,12 +53,15 @@ def resolve_settings(run, args, given, defaults):
 class RunFolder(run_folder.RunFolder):
     """The run folder of a recipe, checked against the command line."""
 
-    def resolve_settings(self, given, defaults):
+    def resolve_settings(self, given, defaults, data=None):
         """The saved settings, which the flags `given` (None: left out) must
-        agree with (`UsageError`), else `defaults` updated with them."""
+        agree with (`UsageError`), else `defaults` updated with them and
+        `data`, the data flags of the new run (`_cli.remember_data`; {}:
+        the recipe's embedded data) under "data"."""
         saved = self.settings()
         if saved is None:
-            return {**defaults, **{k: v for k, v in given.items() if v is not None}}
+            return {**defaults, **{k: v for k, v in given.items() if v is not None},
+                    "data": data or {}}
         differences = [f"--{name} {value} (the run has {saved.get(name)})"
                        for name, value in given.items()
                        if value is not None and value != saved.get(name)]

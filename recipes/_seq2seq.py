@@ -50,15 +50,22 @@ def new_hparams(args, settings, default_set, overrides, fitted=""):
 def build_run(args, run, settings, hparams, vocab, vocab_file, build, described,
               write=True):
     """The model `build(seed)` builds; only then is a new run (`vocab` as
-    `vocab_file`) committed if `write`. `described` tells the vocabulary."""
+    `vocab_file`) committed if `write` (`commit_run`; a recipe with checks
+    of its data to make first commits it itself). `described` tells the
+    vocabulary."""
     print(f"[hparams] {settings['hparams_set']} ({settings.get('precision', 'float32')}): "
           f"{hparams}")
     keras.utils.set_random_seed(settings["seed"])
     model = build(settings["seed"])
     if not run.holds_run and write:
-        run.commit(settings, {_run.HPARAMS_FILE: hparams.to_json() + "\n", vocab_file: vocab.save})
-        print(f"[run] new run in {args.output_dir}: {described}")
+        commit_run(args, run, settings, hparams, vocab, vocab_file, described)
     return model
+
+
+def commit_run(args, run, settings, hparams, vocab, vocab_file, described):
+    """Writes a new run's settings, hparams and vocabulary (run.json last)."""
+    run.commit(settings, {_run.HPARAMS_FILE: hparams.to_json() + "\n", vocab_file: vocab.save})
+    print(f"[run] new run in {args.output_dir}: {described}")
 
 
 def choose_weights(args, run, phases=ONE_PHASE):

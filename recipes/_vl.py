@@ -11,6 +11,7 @@ import time
 import keras
 import numpy as np
 
+from keras_structattn.data import feature_formats
 from keras_structattn.data import image_features
 from keras_structattn.data.feature_extraction import images_by_id
 from keras_structattn.data.shapes_world.run_cache import scene_images
@@ -128,6 +129,7 @@ class Task:
     def __init__(self, args):
         self.args = args
         self.data_given = _cli.given(args, *self.RECIPE.DATA_FLAGS)
+        self._stores, self._sizes = {}, None  # `RegionTask.open_store`'s
 
     @classmethod
     def run(cls, args):
@@ -175,10 +177,11 @@ class Task:
     def check_run(self, settings):
         """Hook: checks of the run's settings together (UsageError)."""
 
-    def prepare_run(self, run, settings, hparams, splits, resuming, write=True):
-        """The `Trained` of a training run; a new run's files are committed
-        once its model is built, by the chief only (`write`). `resuming`:
-        whether `resolve_run` found the run (the chief may have written it since)."""
+    def prepare_run(self, run, settings, hparams, splits, resuming):
+        """The `Trained` of a training run, its model built; a new run is
+        committed later (`commit_run`), once its data has been checked.
+        `resuming`: whether `resolve_run` found the run (the chief may have
+        written it since)."""
         word_vectors = None
         if resuming:
             vocabs = self.read_vocabs(run)
@@ -190,12 +193,24 @@ class Task:
               f"{hparams}")
         keras.utils.set_random_seed(settings["seed"])
         model = self.build_model(hparams, vocabs, word_vectors, settings["seed"])
-        if not resuming and write:
-            run.commit(settings, {_run.HPARAMS_FILE: hparams.to_json() + "\n",
-                                  **{self.VOCAB_FILES[k][0]: v.save for k, v in vocabs.items()}})
-            print(f"[run] new run in {self.args.output_dir}: "
-                  f"{self.describe_vocabs(vocabs, settings)}")
         return Trained(model, vocabs, settings, hparams)
+
+    def commit_run(self, run, trained):
+        """Writes a new run's settings, hparams and vocabularies (run.json last)."""
+        run.commit(trained.settings, {
+            _run.HPARAMS_FILE: trained.hparams.to_json() + "\n",
+            **{self.VOCAB_FILES[k][0]: v.save for k, v in trained.vocabs.items()}})
+        print(f"[run] new run in {self.args.output_dir}: "
+              f"{self.describe_vocabs(trained.vocabs, trained.settings)}")
+
+    def check_batches(self, pairs, batch_size):
+        """The checks of a new run's data, before it is committed: every
+        feature file's shape (a folder's, from the headers) and the first
+        batch of each `(split, encoded split)` of `pairs` (the features'
+        and targets' checks: shapes, boxes), not at some step of training."""
+        for split, encoded in pairs:
+            image_features.check_shapes(split.store, [r.image_id for r in split.records])
+            encoded.batch(np.arange(min(len(encoded), batch_size)))
 
     def read_vocabs(self, run):
         return {name: read(run.file(file)) for name, (file, read) in self.VOCAB_FILES.items()}
@@ -298,18 +313,23 @@ class Task:
         if val_name not in splits:
             val_name = None
         with replicas.scope():  # the model, its optimizer, metrics and checkpoint
-            trained = self.prepare_run(run, settings, hparams, splits, resuming,
-                                       write=replicas.is_chief)
+            trained = self.prepare_run(run, settings, hparams, splits, resuming)
             model, hparams = trained.model, trained.hparams
             epochs = args.epochs or hparams.epochs
             train_set = self.encode(splits[train_name], trained)
             per_epoch = feeding.steps_per_epoch(len(train_set), batch_size)
             self.compile(model, hparams, per_epoch, replicas)
             print(f"[model] {self.model_name(settings)}: {model.count_params():,} parameters")
-            self.before_training(trained, train_set)
+            val_set = self.encode(splits[val_name], trained) if val_name else None
+            if not resuming:
+                self.check_batches([(splits[name], encoded) for name, encoded in
+                                    ((train_name, train_set), (val_name, val_set))
+                                    if encoded is not None], batch_size)
+            self.before_training(trained, train_set)  # CATT's dictionaries: sized to the data
+            if not resuming and replicas.is_chief:
+                self.commit_run(run, trained)  # every check passed: nothing half-made
             validation = None
-            if val_name:
-                val_set = self.encode(splits[val_name], trained)
+            if val_set is not None:
                 validation = feeding.validation_batches(len(val_set), batch_size,
                                                         val_set.batch, replicas)
             print(f"[train] {len(train_set)} {self.ITEMS}, {per_epoch} batches of "
@@ -343,11 +363,15 @@ class Task:
                         total_steps=args.train_steps, validation=validation, replicas=replicas,
                         scores=scores)
         print(f"[train] done ({time.time() - start:.0f} s in this command)")
+        self.report_cut(f"{train_name} (training batches)", train_set)
         if replicas.is_chief:  # every metric's history
             write_json(run.file("train_summary.json"),
                        {k: v for k, v in history_from_csv(run.file("history.csv")).items()
                         if k != "epoch"})
         if not _replicas.evaluates_after_training(args, replicas):
+            return model
+        if args.split not in splits:  # e.g. real training data and no test set given
+            print(f"[eval] not evaluated: {self.no_split(args.split)}")
             return model
         if replicas.strategy is None:
             print("[model] the trained model in memory")
@@ -357,6 +381,15 @@ class Task:
         print("[model] the newest checkpoint, on one device (a MirroredStrategy model would "
               "predict every batch on every replica)")
         return self.evaluate(None, splits)
+
+    def report_cut(self, name, encoded):
+        """One line if images of a split had more regions than max_regions
+        (the first ones are kept, as detectors list them by confidence)."""
+        counts = getattr(encoded, "counts", None)
+        if counts and counts["truncated_images"]:
+            print(f"[data] {name}: {counts['truncated_images']} of {counts['images']} images "
+                  f"read had more than max_regions={encoded.hparams.max_regions} regions; "
+                  f"{counts['dropped_regions']} regions left out (the first ones kept)")
 
     def predict_split(self, trained, split):
         """`decode`'s predictions of the records of `split`."""
@@ -370,6 +403,7 @@ class Task:
                                                                   rows[-1])]))
             outputs = trained.model.predict_on_batch(inputs)
             predicted.extend(self.decode(trained, split, rows, inputs, outputs))
+        self.report_cut(split.name, encoded)
         return predicted
 
     def results(self, split, predicted):
@@ -388,16 +422,25 @@ class Task:
     def evaluate(self, trained=None, splits=None):
         """Predicts the --split records and scores them next to the task's
         baselines (`report`): DIR/<split>_results.json, <split>_scores.json,
-        the score table on stdout. Returns the model's scores."""
+        the score table on stdout. Returns the model's scores; a split
+        without answers (an official test set) is predicted, written in the
+        official results format and not scored (None)."""
         args = self.args
         trained = trained or self.load_trained()
         if splits is None or args.split not in splits:
             splits = self.load_splits(self.eval_names())
-        split = self.the_split(splits, scored=True)
+        split = self.the_split(splits)
         start = time.time()
         predicted = self.predict_split(trained, split)
         print(f"[eval] {len(split)} {args.split} {self.ITEMS} {self.DONE} in "
               f"{time.time() - start:.0f} s")
+        if not self.annotated(split):  # an official test set: its answers are the server's
+            path = self.output_file(f"{args.split}_results.json")
+            write_json(path, self.results(split, predicted))
+            print(f"[eval] the {args.split} {self.ITEMS} have no answers to score against: "
+                  f"{len(predicted)} {self.PREDICTED} -> {path}, the official results format "
+                  "(upload it to the evaluation server, EvalAI); not scored")
+            return None
         results, scores, lines = self.report(split, splits, predicted, trained)
         write_json(self.output_file(f"{args.split}_results.json"), results)
         for line in lines:
@@ -458,6 +501,7 @@ class RegionEncoded:
 
     def __init__(self, task, split, trained):
         self.split, self.trained, self.hparams = split, trained, trained.hparams
+        self.counts = collections.Counter()  # of `region_batch`: regions cut to max_regions
         self.text_key = task.TEXT_KEY
         self.texts = question_batch([r.tokens for r in split.records], trained.vocabs["words"],
                                     getattr(self.hparams, task.TEXT_LENGTH))
@@ -468,7 +512,8 @@ class RegionEncoded:
     def inputs(self, rows):
         features, boxes, mask = image_features.region_batch(
             self.split.store, [self.split.records[i].image_id for i in rows],
-            self.hparams.max_regions)  # padded to max_regions: one shape for every batch
+            self.hparams.max_regions,  # padded to max_regions: one shape for every batch
+            counts=self.counts)
         return {"regions": features, "boxes": boxes, "region_mask": mask,
                 self.text_key: self.texts[rows]}
 
@@ -493,6 +538,9 @@ class RegionTask(Task):
                   f"words found ({word_vectors.shape[1]}-d); the others start random")
             fitted.append(f"word_dim={word_vectors.shape[1]}")
         hparams = _cli.usage(hparams.parse(",".join(fitted)).parse, args.hparams)
+        if word_vectors is not None and hparams.word_dim != word_vectors.shape[1]:
+            raise _cli.UsageError(f"--hparams word_dim={hparams.word_dim}, but the --word_vectors "
+                                  f"are {word_vectors.shape[1]}-d (their width sets word_dim)")
         decay_epochs(hparams)  # checked before the run is written
         return hparams.parse(f"feature_dim={int(store.feature_dim)}"), word_vectors
 
@@ -511,10 +559,30 @@ class RegionTask(Task):
                                warmup_epochs=hparams.warmup_epochs,
                                decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate)
 
+    def image_sizes(self, records):
+        """Hook: `{image_id: (width, height)}` for pixel boxes stored without
+        them (--image_sizes; grounding's instances have them), or None."""
+        if not getattr(self.args, "image_sizes", None):
+            return None
+        if self._sizes is None:
+            self._sizes = feature_formats.image_sizes_from_coco(self.args.image_sizes)
+        return self._sizes
+
+    def open_store(self, features, records):
+        """The region store at `features` (--features_format, else detected),
+        opened once per command: every split of one file shares it."""
+        if features not in self._stores:
+            store = feature_formats.open_region_features(
+                features, getattr(self.args, "features_format", None),
+                image_sizes=self.image_sizes(records))
+            print(f"[data] features: {store.describe()}")
+            self._stores[features] = store
+        return self._stores[features]
+
     def read_split(self, name, records, features, describe):
         """The `Split` of `records` whose images the features file or folder
         has; `describe(record)` names a record in the error."""
-        store = image_features.open_features(features, "regions")
+        store = self.open_store(features, records)
         kept = with_features(
             name, records, lambda r: None if r.image_id in store else
             f"{features}: no features for image {r.image_id} ({describe(r)})",

@@ -73,14 +73,28 @@ def _world_seed(args, default_seed):
     return default_seed if args.seed is None else args.seed
 
 
+def check_not_real(settings, folder, output_dir):
+    """A `UsageError` if the run `settings` (None: no run yet) was trained
+    on real data: a world generated into it would be data the run never
+    saw, and fail later with an unrelated message. (A run made now keeps
+    its data flags, `_cli.remember_data`: a command on it names its data
+    whenever the run was trained on real data, and never comes here.)"""
+    if settings is not None and "data" not in settings and not os.path.isdir(folder):
+        raise _cli.UsageError(
+            f"{output_dir} holds a run without a Shapes world ({folder} is absent): it was "
+            "trained on real data; give its data flags (runs made now remember them)")
+
+
 def ensure_world(args, *, tasks, default_seed, write_extras=None):
     """The run's Shapes world folder, generated with `tasks` ("captions",
     "vqa"...) if absent; `write_extras(world, folder)` may add the recipe's
     files (baselines). A flag left out takes the cached world's value; a
     `UsageError` refuses a world of other sizes or seed."""
     from keras_structattn.data.shapes_world import run_cache
+    from keras_structattn.training.run_folder import RunFolder
 
     folder = folder_of(args)
+    check_not_real(RunFolder(args.output_dir).settings(), folder, args.output_dir)
     bias = getattr(args, "world_bias", None)
     given = {split: getattr(args, f"world_{split}") for split in ("train", "val", "test")}
     geometry = getattr(args, "world_region_geometry", None)

@@ -62,7 +62,8 @@ def test_region_lighting_follows_the_weights(tmp_path):
     path = tmp_path / "regions.png"
     picture.save(path)
     pixels = np.asarray(PIL.Image.open(path).convert("RGB")).astype(int)
-    header = pixels.shape[0] - 100
+    header = 2 * attention_maps.TITLE_LINE + 6  # the two title lines
+    assert pixels.shape[0] == header + 100 + attention_maps.SCALE_HEIGHT  # the scale below
 
     def center(box):
         x = int((box[0] + box[2]) / 2 * 99)
@@ -76,9 +77,28 @@ def test_region_lighting_follows_the_weights(tmp_path):
         np.testing.assert_allclose(center(box), 200 * (dim + (1 - dim) * weight / 0.7), atol=1)
     np.testing.assert_allclose(pixels[header + 50, 5], 200 * dim, atol=1)
     # Only the top region is outlined.
-    red = np.all(pixels[header:] == attention_maps.OUTLINE, axis=-1)
+    red = np.all(pixels[header:header + 100] == attention_maps.OUTLINE, axis=-1)
     ys, xs = np.nonzero(red)
     assert xs.min() >= 59 and ys.min() >= 59
+    # Inside a black edge: it shows on a red shape too.
+    assert (pixels[header + ys.min() - 1, xs.min() + 5] == 0).all()
+    # The scale: grey at DIM on the left, white on the right, as the shading.
+    strip = pixels[header + 100 + 8]
+    np.testing.assert_allclose(strip[5], 255 * dim, atol=3)
+    np.testing.assert_allclose(strip[160], 255, atol=6)  # the strip ends at x = 163
+
+
+def test_real_images_keep_their_aspect_ratio():
+    wide = np.zeros((30, 60, 3), np.uint8)
+    wide[:, 30:] = 255  # the right half white: a squashed picture would move it
+    picture = attention_maps.draw_region_weights(wide, np.array([[0.0, 0.0, 1.0, 1.0]]),
+                                                 np.array([1.0]), size=120)
+    pixels = np.asarray(picture.convert("RGB")).astype(int)
+    assert picture.height == 60 + attention_maps.SCALE_HEIGHT
+    assert (pixels[30, 40] == 0).all() and (pixels[30, 80] == 255).all()
+    panels = attention_maps.draw_word_areas(wide, ["a"], np.array([[0, 0, 1, 1]]), (2, 2),
+                                            panel_size=120, title=["caption: a"])
+    assert panels.height == attention_maps.TITLE_LINE + 6 + 60 + attention_maps.LABEL_HEIGHT
 
 
 def test_quadrants_draw_each_weight_in_its_cell():

@@ -84,7 +84,7 @@ def test_core_dependencies_are_keras_and_numpy():
 
 def test_extras_and_their_union():
     extras = PROJECT["optional-dependencies"]
-    assert set(extras) == {"text", "vision", "jax", "test", "all"}
+    assert set(extras) == {"text", "vision", "jax", "lmdb", "test", "all"}
     assert {"tensorflow", "tensorflow-text", "sentencepiece", "sacrebleu", "tensorboard"} <= (
         requirement_names(extras["text"])
     )

@@ -19,6 +19,20 @@ from keras_structattn.training.run_folder import write_atomically
 from keras_structattn.training.run_folder import write_json
 
 
+def test_written_files_get_the_users_permissions_not_0600(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "scores.json", "{}\n")
+        write_json(tmp_path / "vocab.json", {"words": []})
+        assert (tmp_path / "scores.json").stat().st_mode & 0o777 == 0o644
+        assert (tmp_path / "vocab.json").stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        write_atomically(tmp_path / "private.txt", "x")
+        assert (tmp_path / "private.txt").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(previous)
+
+
 def test_write_atomically_writes_text_bytes_and_callables(tmp_path):
     write_atomically(tmp_path / "a.txt", "é\n")
     write_atomically(tmp_path / "b.bin", b"\x00\x01")

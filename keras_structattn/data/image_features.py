@@ -41,6 +41,7 @@ NumPy only; h5py is imported when an HDF5 file is opened.
 
 import operator
 import os
+import re
 import zipfile
 
 import numpy as np
@@ -48,6 +49,9 @@ import numpy as np
 from keras_structattn import checks
 
 KINDS = ("grid", "regions")
+# How a per-image region file holds its features: rows `[N, C]`, or
+# channels-first `[C, N]` (OpenVQA's `x`).
+REGION_LAYOUTS = ("rows", "channels_first")
 MISSING = ("error", "skip")
 # Normalised boxes may exceed [0, 1] by rounding (pixel boxes divided by the
 # image size in float32); beyond this they are in pixels or wrong.
@@ -55,6 +59,10 @@ _BOX_TOLERANCE = 1e-3
 _FEATURE_KEYS = ("features", "x")
 _BOX_KEYS = ("boxes", "bbox")
 _COUNT_KEYS = ("num_boxes", "num_bbox")
+# COCO's image file names carry the image id (`COCO_val2014_000000000123`);
+# feature files keep them, with (OpenVQA's `COCO_train2014_<id>.jpg.npz`)
+# or without the image's extension.
+_COCO_NAME = re.compile(r"COCO_[A-Za-z]+\d{4}_(\d+)(?:\.(?:jpe?g|png))?", re.IGNORECASE)
 
 
 def _image_id(value):
@@ -84,8 +92,8 @@ def _normalize_boxes(boxes, size, where):
     if boxes.size and (boxes.min() < -_BOX_TOLERANCE or boxes.max() > 1 + _BOX_TOLERANCE):
         hint = (
             "" if size is not None else
-            " (pixel boxes need the image size: `image_w`/`image_h` in the file, or the "
-            "`image_sizes` argument)"
+            " (pixel boxes need the image's size: `image_w`/`image_h` with the boxes, or "
+            "the sizes given to the reader)"
         )
         raise ValueError(
             f"{where}: boxes must lie in [0, 1] once normalised; found values in "
@@ -136,6 +144,9 @@ class FeatureStore:
     kind = None
     feature_dim = None
     grid_shape = None
+    # Where the store's shape was read (its first image), for errors that
+    # must not blame the image read now when the first one is the odd one.
+    shape_source = "the store's images are"
 
     def image_ids(self):
         """The ids of the images with features, sorted."""
@@ -192,8 +203,9 @@ class FeatureStore:
             )
         if self.grid_shape is not None and array.shape != (*self.grid_shape, self.feature_dim):
             raise ValueError(
-                f"{where}: grid features of shape {array.shape}, but the store's images are "
-                f"{(*self.grid_shape, self.feature_dim)} (all images must agree)."
+                f"{where}: grid features of shape {array.shape}, but {self.shape_source} "
+                f"{(*self.grid_shape, self.feature_dim)}: all images must agree (one of "
+                "the two is not like the others)."
             )
         return _finite_float32(array, where)
 
@@ -205,8 +217,9 @@ class FeatureStore:
             )
         if self.feature_dim is not None and features.shape[1] != self.feature_dim:
             raise ValueError(
-                f"{where}: region features of size {features.shape[1]}, but the store's "
-                f"are {self.feature_dim} (all images must agree)."
+                f"{where}: region features of size {features.shape[1]}, but {self.shape_source} "
+                f"{self.feature_dim}: all images must agree (one of the two is not like the "
+                "others)."
             )
         boxes = np.asarray(boxes)
         if boxes.shape != (features.shape[0], 4):
@@ -222,6 +235,8 @@ class FeatureStore:
             f"{self.grid_shape[0]}x{self.grid_shape[1]}x{self.feature_dim}"
             if self.kind == "grid" else f"[N, {self.feature_dim}]"
         )
+        layout = getattr(self, "layout", None)
+        shape += {"channels_first": " (stored channels-first, OpenVQA)"}.get(layout, "")
         return f"{type(self).__name__}({self.path}): {len(self)} images, {self.kind} {shape}"
 
     def close(self):
@@ -267,10 +282,12 @@ def _file_name_ids(file_names):
 class FolderFeatures(FeatureStore):
     """A folder of per-image `.npy` / `.npz` feature files.
 
-    Each file is named by its image id (`123.npy`, `000000000123.npz`) or
-    by the stem of the image's file name (`COCO_val2014_000000000123.npy`)
-    when `file_names` maps ids to file names. Files neither name matches are
-    left out and counted in `unmatched_files`.
+    Each file is named by its image id (`123.npy`, `000000000123.npz`), by
+    COCO's image file name, which ends in the id (`COCO_val2014_000000000123.npy`,
+    or OpenVQA's `COCO_train2014_000000000123.jpg.npz`), or by the stem of
+    the image's file name when `file_names` maps ids to file names (that
+    mapping wins over the id in a COCO name). Files no name matches are
+    left out and listed in `unmatched_files`.
 
     File contents:
 
@@ -294,13 +311,16 @@ class FolderFeatures(FeatureStore):
             `image_w`/`image_h`.
     """
 
-    def __init__(self, folder, kind=None, *, file_names=None, image_sizes=None):
+    def __init__(self, folder, kind=None, *, file_names=None, image_sizes=None, layout=None):
         folder = os.fspath(folder)
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"No such feature folder: {folder!r}")
         if kind is not None:
             checks.one_of("kind", kind, KINDS)
+        if layout is not None:
+            checks.one_of("layout", layout, REGION_LAYOUTS)
         self.path = folder
+        self.layout = layout
         self._size = _size_lookup(image_sizes)
         stems = _file_name_ids(file_names)
         files, unmatched = {}, []
@@ -308,10 +328,13 @@ class FolderFeatures(FeatureStore):
             stem, ext = os.path.splitext(entry.name)
             if ext not in (".npy", ".npz") or not entry.is_file() or stem.startswith("."):
                 continue
+            coco = _COCO_NAME.fullmatch(stem)
             if stem.isascii() and stem.isdigit():
                 image_id = int(stem)
             elif stem in stems:
                 image_id = stems[stem]
+            elif coco:
+                image_id = int(coco.group(1))
             else:
                 unmatched.append(entry.name)
                 continue
@@ -326,7 +349,8 @@ class FolderFeatures(FeatureStore):
             hint = ""
             if unmatched:
                 hint = f" ({len(unmatched)} files, e.g. {unmatched[0]!r}, match no image id"
-                hint += ")" if stems else ": pass `file_names` for files named by image file name)"
+                hint += ")" if stems else (": give the images' file names (the caption records'), "
+                                           "or name the files by image id)")
             raise ValueError(f"{folder}: no .npy or .npz feature file named by an image id{hint}.")
         self._files = files
         first_id = min(files)
@@ -338,6 +362,7 @@ class FolderFeatures(FeatureStore):
         else:
             features, _ = self._regions(first_id)
             self.feature_dim = features.shape[1]
+        self.shape_source = f"{os.path.basename(files[first_id])} (the first file) has"
 
     def _ids(self):
         return self._files
@@ -351,6 +376,9 @@ class FolderFeatures(FeatureStore):
             detail = ""
             if kind == "regions":
                 detail = " (region files are .npz with features/x and boxes/bbox)"
+            if "feat" in arrays:
+                detail = (" (it looks like self-critical's cocobu_att, whose boxes are in "
+                          "cocobu_box beside it: --features_format cocobu)")
             raise ValueError(
                 f"{path}: holds {found} features, but kind={kind!r} was asked for{detail}."
             )
@@ -380,6 +408,8 @@ class FolderFeatures(FeatureStore):
                 f"{' or '.join(_BOX_KEYS)} arrays; found {sorted(arrays)}."
             )
         features, boxes = arrays[feature_key], arrays[box_key]
+        if feature_key == "x" or self.layout is not None:  # `features` arrays are rows
+            features = self._oriented(features, len(boxes), where)
         count_key = _first_key(arrays, _COUNT_KEYS)
         if count_key is not None:
             count = int(arrays[count_key])
@@ -392,6 +422,37 @@ class FolderFeatures(FeatureStore):
         if "image_w" in arrays and "image_h" in arrays:
             size = (float(arrays["image_w"]), float(arrays["image_h"]))
         return self._checked_regions(features, boxes, size, where)
+
+
+    def _oriented(self, features, regions, where):
+        """`features` as `[N, C]`: OpenVQA's files hold `x` channels-first,
+        `[C, N]`. The layout is the store's (`layout`), else the first
+        file's, told by which axis has the boxes' count; a file that can
+        only be the other layout, or a square one that could be either
+        before the store knows, is an error, never a guess."""
+        features = np.asarray(features)
+        if features.ndim != 2:
+            return features  # `_checked_regions` names the shape
+        rows, columns = features.shape[0] == regions, features.shape[1] == regions
+        if not (rows or columns):
+            return features  # `_checked_regions` names the boxes' shape
+        if self.layout is None:
+            if rows and columns:
+                raise ValueError(
+                    f"{where}: features {features.shape} with {regions} boxes: rows [N, C] "
+                    "(bottom-up-attention) or OpenVQA's channels-first [C, N] cannot be told "
+                    "apart; name the layout (--features_format bottom_up_npz or openvqa).")
+            self.layout = "rows" if rows else "channels_first"
+        if self.layout == "channels_first":
+            if not columns:
+                raise ValueError(
+                    f"{where}: features {features.shape} cannot be channels-first [C, N] "
+                    f"(OpenVQA's layout, the store's) with {regions} boxes.")
+            return features.T
+        if not rows:
+            raise ValueError(f"{where}: features {features.shape} cannot be rows [N, C] (the "
+                             f"store's layout) with {regions} boxes.")
+        return features
 
 
 def _read_file(path):
@@ -676,7 +737,70 @@ def open_features(path, kind=None, *, file_names=None, image_sizes=None):
     )
 
 
-def select_images(store, records, missing="error"):
+def _stored_shape(path, keys):
+    """The shape of the first of `keys` in a per-image file, from its header
+    only (a `.npy`, or the member of an `.npz`); None if it has none of
+    them (`.npz`: its only array stands for "features")."""
+    try:
+        if path.endswith(".npy"):
+            return np.load(path, mmap_mode="r", allow_pickle=False).shape
+        with zipfile.ZipFile(path) as z:
+            names = [n[:-4] for n in z.namelist() if n.endswith(".npy")]
+            key = _first_key(names, keys) or (names[0] if len(names) == 1 else None)
+            if key is None:
+                return None
+            with z.open(f"{key}.npy") as member:
+                version = np.lib.format.read_magic(member)
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                return read(member)[0]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path}: not a readable NumPy file ({type(e).__name__}: {e}).") from None
+
+
+def check_shapes(store, image_ids=None):
+    """Checks that every image of a folder store has features of one shape.
+
+    Reads only the files' headers (seconds for a folder of COCO's size),
+    so that a run can refuse an odd file before it starts, not when a
+    batch reaches it. The shape most files have is the reference: the
+    error names the odd file, not the first one read. Stores of stacked
+    arrays have one shape by construction and pass.
+
+    Args:
+        store: a `FeatureStore`.
+        image_ids: the images to check (default: all).
+
+    Raises:
+        ValueError: naming a file whose shape differs from most, the two
+            shapes and how many files have each.
+    """
+    if not isinstance(store, FolderFeatures):
+        return
+    keys = _FEATURE_KEYS if store.kind == "regions" else ("features", "grid")
+    shapes = {}
+    for image_id in store.image_ids() if image_ids is None else image_ids:
+        path = store._files.get(_image_id(image_id))
+        if path is None:
+            continue
+        shape = _stored_shape(path, keys)
+        if shape is None:
+            continue  # `regions()` names the missing array when it is read
+        shape = tuple(shape) if store.kind == "grid" else (len(shape), shape[-1] if shape else 0)
+        shapes.setdefault(shape, []).append(path)
+    if len(shapes) <= 1:
+        return
+    ranked = sorted(shapes.items(), key=lambda item: -len(item[1]))
+    (common, files), (odd, odd_files) = ranked[0], ranked[-1]
+    what = "shape" if store.kind == "grid" else "(dimensions, width)"
+    raise ValueError(
+        f"{odd_files[0]}: features of {what} {odd}, but {len(files)} of the "
+        f"{sum(len(f) for f in shapes.values())} files in {store.path} have {common} (e.g. "
+        f"{os.path.basename(files[0])}); {len(odd_files)} have {odd}: all images must agree."
+    )
+
+
+def select_images(store, records, missing="error", skip_hint="missing='skip'"):
     """The caption records whose images have features in `store`.
 
     Args:
@@ -684,6 +808,8 @@ def select_images(store, records, missing="error"):
         records: `ImageCaptions` (anything with `image_id`).
         missing: "error" (default: any image without features is an error)
             or "skip" (those records are left out and counted).
+        skip_hint: how the caller skips them, for the error (a recipe
+            names its flag).
 
     Returns:
         `(kept_records, num_skipped)`: a list in the order of `records`, and
@@ -701,7 +827,7 @@ def select_images(store, records, missing="error"):
         first = next(r.image_id for r in records if r.image_id not in store)
         raise ValueError(
             f"Image id {first} has no features in {store.path} ({skipped} of {len(records)} "
-            "images have none; pass missing='skip' to leave them out)."
+            f"images have none; {skip_hint} leaves them out and counts them)."
         )
     return kept, skipped
 

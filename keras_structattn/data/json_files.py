@@ -18,6 +18,12 @@ import os
 import tempfile
 
 
+def _umask():
+    mask = os.umask(0)  # the only way to read it is to set it
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_open(path, mode="w"):
     """A temporary file beside `path`, renamed onto it when the block ends
@@ -36,6 +42,9 @@ def atomic_open(path, mode="w"):
     fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.",
                                 suffix=".partial")
     try:
+        # mkstemp makes the file 0600; the file written is the user's, with
+        # the permissions any other file of theirs gets (0666 less the umask).
+        os.chmod(temp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
             yield f
         os.replace(temp, name)

@@ -14,6 +14,7 @@ writes too) and results JSON. Definitions, mmf's differences and edge cases:
 `docs/textvqa_metrics.md`. NumPy and the standard library only.
 """
 
+import collections
 import dataclasses
 import numbers
 import os
@@ -36,6 +37,8 @@ from keras_structattn.metrics.vqa_accuracy import _same_ids
 from keras_structattn.metrics.vqa_accuracy import process_digit_article
 from keras_structattn.metrics.vqa_accuracy import process_punctuation
 from keras_structattn.metrics.vqa_accuracy import read_vqa_results
+
+TEXTVQA_ANSWERS = 10  # annotators a TextVQA question has
 
 ANLS_MODES = ("st_vqa", "mmf")
 ANSWERS_PER_QUESTION = 10
@@ -364,7 +367,8 @@ def read_textvqa_annotations(path):
     imdb (an object array: element 0 a header dict without "question_id",
     then one dict per question with the same keys). Any number of answers
     >= 1 is accepted (ST-VQA imdbs have one or two); see `textvqa_accuracy`
-    for what fewer than 10 means.
+    for what fewer than 10 means. In a file where most questions have 10
+    (TextVQA), one with another count is an error.
 
     Args:
         path: the file.
@@ -401,7 +405,24 @@ def read_textvqa_annotations(path):
                              f"question id (also {list_name}[{seen[qid]}]).")
         seen[qid] = index
         records.append(record)
+    _check_answer_counts(name, list_name, first, records)
     return records
+
+
+def _check_answer_counts(name, list_name, first, records):
+    """TextVQA's questions have 10 answers each: in a file where most do, a
+    question with another count is a defect (VQA's reader refuses it too),
+    not a question scored out of fewer annotators. (ST-VQA's one or two
+    answers a question pass.)"""
+    counts = collections.Counter(len(r["answers"]) for r in records)
+    if not counts or counts.most_common(1)[0][0] != TEXTVQA_ANSWERS:
+        return
+    for index, record in enumerate(records, first):
+        if len(record["answers"]) != TEXTVQA_ANSWERS:
+            raise ValueError(
+                f"{name}, question id {record['question_id']} ({list_name}[{index}]): "
+                f"{len(record['answers'])} answers, where the file's questions have "
+                f"{TEXTVQA_ANSWERS} ({counts[TEXTVQA_ANSWERS]} of {len(records)}).")
 
 
 def read_textvqa_results(path, *, question_ids=None):

@@ -53,35 +53,46 @@ def top_areas(weights, coordinates):
     return coordinates[np.argmax(weights, axis=-1)]
 
 
+def fitted_size(image_size, longest):
+    """`(width, height)` of an image of `image_size` (w, h) scaled so that its
+    longer side is `longest` pixels: real images keep their aspect ratio."""
+    w, h = (max(1, int(v)) for v in image_size)
+    scale = longest / max(w, h)
+    return max(1, round(w * scale)), max(1, round(h * scale))
+
+
 def area_rectangle(area, grid_shape, size):
-    """The pixel rectangle of a grid area in a square panel of `size` pixels.
+    """The pixel rectangle of a grid area in a panel of `size` pixels.
 
     Args:
         area: `(row, col, height, width)` in grid cells.
         grid_shape: `(rows, cols)` of the grid.
-        size: the panel side in pixels.
+        size: the panel side in pixels (square), or its `(width, height)`
+            (the grid covers the whole image, whatever its aspect).
 
     Returns:
         `(x0, y0, x1, y1)` inclusive pixel corners.
     """
     row, col, height, width = (int(v) for v in area)
     rows, cols = grid_shape
-    cell_h, cell_w = size / rows, size / cols
+    size_w, size_h = (size, size) if np.ndim(size) == 0 else size
+    cell_h, cell_w = size_h / rows, size_w / cols
     return (round(col * cell_w), round(row * cell_h),
             round((col + width) * cell_w) - 1, round((row + height) * cell_h) - 1)
 
 
-def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE):
+def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE, title=()):
     """One panel per word: the image, the word's top area outlined, the word.
 
     Args:
-        image: uint8 `[H, W, 3]` (any size; each panel scales it to
-            `panel_size` square, as the grid features cover the whole
-            image).
+        image: uint8 `[H, W, 3]` (any size; each panel scales its longer
+            side to `panel_size`, keeping its aspect; the grid features
+            cover the whole image).
         words: the T words (the query of each row of `areas`).
         areas: int `[T, 4]` from `top_areas`.
         grid_shape: `(rows, cols)` of the feature grid.
-        panel_size: panel side in pixels.
+        panel_size: the panels' longer side in pixels.
+        title: lines of text above the panels (the caption).
 
     Returns:
         A `PIL.Image.Image` (RGB).
@@ -92,19 +103,52 @@ def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE):
     if len(words) != len(areas):
         raise ValueError(f"{len(words)} words but {len(areas)} areas: one area per word")
     base = Image.fromarray(np.asarray(image, np.uint8)).convert("RGB")
-    base = base.resize((panel_size, panel_size), Image.NEAREST)
+    panel_w, panel_h = fitted_size(base.size, panel_size)
+    base = base.resize((panel_w, panel_h), Image.NEAREST)
     columns = min(PANELS_PER_ROW, max(1, len(words)))
     rows = max(1, -(-len(words) // columns))
-    height = panel_size + LABEL_HEIGHT
-    canvas = Image.new("RGB", (columns * panel_size, rows * height), (255, 255, 255))
+    height = panel_h + LABEL_HEIGHT
+    header = TITLE_LINE * len(title) + (6 if title else 0)
+    canvas = Image.new("RGB", (max(columns * panel_w, 300), rows * height + header),
+                       (255, 255, 255))
     draw = ImageDraw.Draw(canvas)
+    _title(draw, title, 0, 0)
     for k, (word, area) in enumerate(zip(words, areas)):
-        left, top = (k % columns) * panel_size, (k // columns) * height
+        left, top = (k % columns) * panel_w, header + (k // columns) * height
         canvas.paste(base, (left, top))
-        x0, y0, x1, y1 = area_rectangle(area, grid_shape, panel_size)
-        draw.rectangle((left + x0, top + y0, left + x1, top + y1), outline=OUTLINE, width=2)
-        draw.text((left + 4, top + panel_size + 3), word, fill=(0, 0, 0))
+        x0, y0, x1, y1 = area_rectangle(area, grid_shape, (panel_w, panel_h))
+        outline(draw, (left + x0, top + y0, left + x1, top + y1), OUTLINE)
+        draw.text((left + 4, top + panel_h + 3), word, fill=(0, 0, 0))
     return canvas
+
+
+def outline(draw, rectangle, color):
+    """A box outline that shows on any background: `color` inside a black
+    edge (a red outline alone vanishes on a red shape)."""
+    x0, y0, x1, y1 = rectangle
+    draw.rectangle((x0 - 1, y0 - 1, x1 + 1, y1 + 1), outline=(0, 0, 0), width=4)
+    draw.rectangle((x0, y0, x1, y1), outline=tuple(color), width=2)
+
+
+SCALE_HEIGHT = 30  # a colour scale's strip and its labels
+
+
+def draw_scale(draw, left, top, width, colors, low, high, what):
+    """A colour scale: the strip of `colors(values in [0, 1])` from `low`
+    to `high` (their labels at its ends) and what it measures."""
+    strip = colors(np.linspace(0.0, 1.0, max(2, width)))
+    for x, color in enumerate(strip):
+        draw.line((left + x, top, left + x, top + 9), fill=tuple(int(c) for c in color))
+    draw.rectangle((left, top, left + width - 1, top + 9), outline=(0, 0, 0))
+    draw.text((left, top + 12), low, fill=(0, 0, 0))
+    draw.text((left + width - 6 * len(high), top + 12), high, fill=(0, 0, 0))
+    draw.text((left + width // 2 - 3 * len(what), top + 12), what, fill=(0, 0, 0))
+
+
+def brightness_colors(values):
+    """The spotlight's shading as a scale: grey at `DIM` to white."""
+    v = DIM + (1.0 - DIM) * np.clip(np.asarray(values, np.float64), 0.0, 1.0)
+    return np.round(255 * np.repeat(v[..., None], 3, -1)).astype(np.uint8)
 
 
 DIM = 0.25  # the brightness of what no region lights
@@ -133,7 +177,7 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, ou
             only).
         weights: float `[N]`, the regions' attention weights.
         title: lines of text above the image (question, answer).
-        size: the image side in pixels (it is scaled to a square).
+        size: the image's longer side in pixels (its aspect is kept).
         outlines: optional `[(box, rgb)]`: boxes to outline instead of the
             top region (grounding: the predicted and the referred box).
 
@@ -148,11 +192,13 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, ou
     if len(boxes) != len(weights):
         raise ValueError(f"{len(boxes)} boxes but {len(weights)} weights: one weight per box")
     base = Image.fromarray(np.asarray(image, np.uint8)).convert("RGB")
-    pixels = np.asarray(base.resize((size, size), Image.NEAREST), np.float64)
-    light = np.zeros((size, size))
+    width, height = fitted_size(base.size, size)
+    pixels = np.asarray(base.resize((width, height), Image.NEAREST), np.float64)
+    light = np.zeros((height, width))
     top = float(weights.max()) if len(weights) and weights.max() > 0 else 1.0
+    corner = np.array([width - 1, height - 1, width - 1, height - 1], np.float64)
     for box, weight in zip(boxes, weights):
-        x0, y0, x1, y1 = (int(round(float(v) * (size - 1))) for v in box)
+        x0, y0, x1, y1 = (int(round(v)) for v in box * corner)
         region = light[y0:y1 + 1, x0:x1 + 1]
         np.maximum(region, max(0.0, weight) / top, out=region)
     scale = DIM + (1.0 - DIM) * light
@@ -160,12 +206,17 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, ou
     if outlines is None:
         outlines = [(boxes[int(np.argmax(weights))], OUTLINE)] if len(weights) else []
     for box, color in outlines:
-        x0, y0, x1, y1 = (float(v) * (size - 1) for v in box)
-        ImageDraw.Draw(shaded).rectangle((x0, y0, x1, y1), outline=tuple(color), width=2)
+        outline(ImageDraw.Draw(shaded), tuple(np.asarray(box, np.float64) * corner), color)
     header = TITLE_LINE * len(title) + (6 if title else 0)
-    canvas = Image.new("RGB", (size, size + header), (255, 255, 255))
+    canvas = Image.new("RGB", (max(width, 200), height + header + SCALE_HEIGHT),
+                       (255, 255, 255))
     canvas.paste(shaded, (0, header))
-    _title(ImageDraw.Draw(canvas), title, 0, 0)
+    draw = ImageDraw.Draw(canvas)
+    _title(draw, title, 0, 0)
+    # What the shading means: a box's brightness is its weight over the largest.
+    lit = len(weights) and weights.max() > 0
+    draw_scale(draw, 4, header + height + 4, min(160, canvas.width - 8), brightness_colors,
+               "0", f"{top:.2g}" if lit else "-", "weight" if lit else "no weight")
     return canvas
 
 
@@ -228,7 +279,12 @@ def draw_quadrants(scores, text_length, words, num_regions, cell=14):
     names = words + [f"r{k}" for k in range(n)]
     for i, name in enumerate(names):
         draw.text((2, origin + offset(i)), name[:9], fill=(0, 0, 0))
-    return canvas
+    bottom = origin + offset(m + n) + 4
+    grown = Image.new("RGB", (max(width, 170), bottom + SCALE_HEIGHT), (255, 255, 255))
+    grown.paste(canvas.crop((0, 0, width, bottom)), (0, 0))
+    draw_scale(ImageDraw.Draw(grown), 4, bottom, 160, heat_colors, "0", f"{top:.2g}",
+               "weight")
+    return grown
 
 
 def beside(left, right):

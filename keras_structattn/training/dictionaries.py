@@ -46,6 +46,38 @@ def has_dictionaries(model):
     return finder is not None and bool(finder())
 
 
+def _too_few(name, size, rows):
+    return (f"Dictionary {name!r} has {size} entries but the training data gave only {rows} "
+            "vectors to cluster; use a smaller dictionary or more data.")
+
+
+def too_few_samples(model, batches):
+    """What `fit_dictionaries` would refuse, found without fitting: the
+    message for the first dictionary with fewer sample rows than entries,
+    or None. Reads `batches` only until every dictionary has enough (a
+    recipe checks this before it commits a new run, even when it fits the
+    dictionaries after a warm-up: the rows counted do not depend on the
+    weights).
+
+    Args:
+        model: a built model with dictionaries (module docstring).
+        batches: an iterable of model inputs (training batches, without
+            targets).
+
+    Returns:
+        A str, or None.
+    """
+    dictionaries = model.global_dictionaries()
+    counts = dict.fromkeys(dictionaries, 0)
+    for inputs in batches:
+        for name, values in model.dictionary_samples(inputs).items():
+            counts[name] += int(np.prod(ops.shape(values)[:-1]))
+        if all(counts[name] >= layer.size for name, layer in dictionaries.items()):
+            return None
+    name = next(n for n, layer in dictionaries.items() if counts[n] < layer.size)
+    return _too_few(name, dictionaries[name].size, counts[name])
+
+
 def fit_dictionaries(model, batches, *, init="kmeans", seed=0, max_rows=200_000, epochs=3):
     """Sets each of `model`'s dictionaries to K-means centres of its samples.
 
@@ -91,10 +123,7 @@ def fit_dictionaries(model, batches, *, init="kmeans", seed=0, max_rows=200_000,
     for name, layer in dictionaries.items():
         data = np.concatenate(rows[name]) if rows[name] else np.zeros((0, 1), "float32")
         if len(data) < layer.size:
-            raise ValueError(
-                f"Dictionary {name!r} has {layer.size} entries but the training data gave "
-                f"only {len(data)} vectors to cluster; use a smaller dictionary or more data."
-            )
+            raise ValueError(_too_few(name, layer.size, len(data)))
         layer.adapt(data, seed=seed, epochs=epochs, compute_inertia=True)
         centers = ops.convert_to_numpy(layer.dictionary)
         labels = [kmeans.assign(batch, centers)[0] for batch in rows[name]]

@@ -556,8 +556,10 @@ class M4C(TextVQAModel):
 def answer_text(indices, vocab_words, ocr_tokens):
     """The answer string of one decoded row (mmf's prediction format).
 
-    Stops at `</s>`; a vocabulary index gives its word, `V + n` gives OCR
-    token n; words are joined by spaces and " 's" becomes "'s".
+    Stops at `</s>`; a vocabulary index gives its word (`<pad>` and `<s>`,
+    which an undertrained model may emit, give none: they are no words of
+    an answer), `V + n` gives OCR token n; words are joined by spaces and
+    " 's" becomes "'s".
 
     Args:
         indices: the row's `[S]` decoded indices.
@@ -576,6 +578,6 @@ def answer_text(indices, vocab_words, ocr_tokens):
             n = index - vocab
             words.append(ocr_tokens[n] if n < len(ocr_tokens) else "")
             copied.append(n)
-        else:
+        elif index not in (PAD, BOS):
             words.append(vocab_words[index])
     return " ".join(w for w in words if w).replace(" 's", "'s"), copied

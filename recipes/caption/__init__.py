@@ -64,6 +64,9 @@ RUN_DEFAULTS = dict(
 # CATT dictionaries are fitted after this share of a new run's --train_steps,
 # at most MAX_DICTIONARY_WARMUP steps (`--dictionary_warmup`).
 DICTIONARY_WARMUP_FRACTION, MAX_DICTIONARY_WARMUP = 0.1, 500
+# --train_steps left out (None until `check_args`: a resumed run tells a
+# given number from the default, `commands.check_cross_entropy_done`).
+TRAIN_STEPS = 1500
 
 
 def run_defaults(args):
@@ -118,14 +121,16 @@ def build_parser():
         data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
                           help="the features of one split (default --features)"
                           if split == "train" else None)
+    _cli.add_features_format_flags(data)
     data.add_argument("--skip_missing", action="store_true",
                       help="skip (and count) images without features or captions "
                       "instead of stopping at the first")
     _world.add_world_flags(data)
 
     train = _cli.add_seq2seq_training_flags(
-        parser, ("loss", "accuracy", "cider"), train_steps=1500, steps_per_checkpoint=250,
-        train_steps_help="cross-entropy steps (optimizer steps)", keep_checkpoints=3)
+        parser, ("loss", "accuracy", "cider"), train_steps=None, steps_per_checkpoint=250,
+        train_steps_help=f"cross-entropy steps (optimizer steps; default {TRAIN_STEPS})",
+        keep_checkpoints=3)
     train.add_argument("--batch_size", type=_cli.positive_int, default=None,
                        help="images per cross-entropy batch, 5 captions each (default: "
                        "the hparams' batch_size)")
@@ -176,6 +181,9 @@ def build_parser():
                      help="the backbone's weights, a local file (nothing is downloaded)")
     ext.add_argument("--image_size", type=_cli.positive_int, default=299)
     _cli.add_distribution_flags(parser)
+    parser.command_flags = {  # commands that read no run
+        "score": ("annotations", "results", "output"),
+        "extract": ("images", "features_out", "backbone", "backbone_weights", "image_size")}
     return parser
 
 
@@ -191,6 +199,9 @@ def check_args(args):
     extract_missing = [f"--{name}" for name in ("images", "features_out", "backbone_weights")
                        if not getattr(args, name)]
     decode = args.command == "decode"
+    args.train_steps_given = args.train_steps is not None
+    if args.train_steps is None:
+        args.train_steps = TRAIN_STEPS
     _cli.refuse(
         (args.karpathy_json and captions,
          "give either --karpathy_json or --captions_* files, not both"),

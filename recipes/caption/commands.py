@@ -12,12 +12,14 @@ import argparse
 import functools
 import itertools
 import os
+import sys
 import time
 
 import keras
 import numpy as np
 
 from keras_structattn import metrics
+from keras_structattn.data import feature_formats
 from keras_structattn.data import image_features
 from keras_structattn.data.feature_extraction import read_images
 from keras_structattn.data.json_files import load_json
@@ -41,6 +43,7 @@ from keras_structattn.training import self_critical
 from keras_structattn.training.callbacks import restore_latest
 from keras_structattn.training.callbacks import steps_done
 from keras_structattn.training.distribution import restarting
+from keras_structattn.training.history import history_from_csv
 from keras_structattn.training.losses import PaddedCrossEntropy
 from keras_structattn.training.run_folder import write_json
 from models import registry
@@ -127,13 +130,27 @@ def load_splits(args, settings, needed):
             continue
         path = (features_path(world, name) if world is not None
                 else getattr(args, f"{name}_features") or args.features)
-        store = image_features.open_features(path, settings["feature_kind"], file_names={
-            r.image_id: r.file_name for r in records[name]})
-        kept, skipped = image_features.select_images(store, records[name], missing=skip)
+        store = open_store(args, path, settings["feature_kind"],
+                           {r.image_id: r.file_name for r in records[name]})
+        kept, skipped = image_features.select_images(store, records[name], missing=skip,
+                                                          skip_hint="--skip_missing")
         if skipped:
             print(f"[data] {name}: {skipped} images without features in {path} skipped")
         splits[name] = _vl.Split(name, kept, store)
     return splits
+
+
+def open_store(args, path, kind, file_names=None):
+    """The features at `path`: region features in --features_format (else
+    detected, `feature_formats`), grid features by `image_features`."""
+    if kind != "regions":
+        return image_features.open_features(path, kind, file_names=file_names)
+    sizes = (feature_formats.image_sizes_from_coco(args.image_sizes)
+             if getattr(args, "image_sizes", None) else None)
+    store = feature_formats.open_region_features(
+        path, getattr(args, "features_format", None), file_names=file_names, image_sizes=sizes)
+    print(f"[data] features: {store.describe()}")
+    return store
 
 
 def feature_batch(store, image_ids, kind):
@@ -182,9 +199,11 @@ def build_model(hparams, vocab_size, feature_shape, seed=None):
     return model
 
 
-def prepare_run(args, run, settings, hparams, train_split, replicas):
+def prepare_run(args, run, settings, hparams, splits, replicas):
     """`(vocab, hparams, model)` of a training run; a new run's hparams are
-    fitted to the features, its files committed once the model is built."""
+    fitted to the features, its files committed once the model is built
+    and its data checked (`check_new_run`)."""
+    train_split = splits["train"]
     if run.holds_run:
         vocab = WordVocab.load(run.file(VOCAB_FILE))
         print(f"[run] resuming {args.output_dir}: {settings['hparams_set']}")
@@ -208,12 +227,34 @@ def prepare_run(args, run, settings, hparams, train_split, replicas):
     if args.scst_steps:
         images = min(args.scst_images, len(train_split.records))
         _replicas.check_batch(replicas, images, "--scst_images")
+    described = f"{vocab.vocab_size} word ids (words seen >= {settings['min_word_count']} times)"
     model = _seq2seq.build_run(
         args, run, settings, hparams, vocab, VOCAB_FILE,
         lambda seed: build_model(hparams, vocab.vocab_size, settings["feature_shape"], seed),
-        f"{vocab.vocab_size} word ids (words seen >= {settings['min_word_count']} times)",
-        write=replicas.is_chief)
+        described, write=False)
+    if not run.holds_run:
+        check_new_run(args, model, splits, vocab, settings, args.batch_size or hparams.batch_size)
+        if replicas.is_chief:  # every check passed: nothing half-made
+            _seq2seq.commit_run(args, run, settings, hparams, vocab, VOCAB_FILE, described)
     return vocab, hparams, model
+
+
+def check_new_run(args, model, splits, vocab, settings, batch_size):
+    """What would fail in training, checked before a new run is committed:
+    every feature file's shape (a folder's, from the file headers), the
+    first batch of each split, and that each CATT dictionary has at least
+    as many vectors to cluster as entries."""
+    for split in splits.values():
+        image_features.check_shapes(split.store, [r.image_id for r in split.records])
+        batch_of(split, range(min(len(split.records), batch_size)), vocab, settings)
+    if not dictionaries.has_dictionaries(model) or settings["dictionary_init"] == "uniform":
+        return
+    train, count = splits["train"], len(splits["train"].records)
+    short = dictionaries.too_few_samples(model, (
+        batch_of(train, range(begin, min(count, begin + batch_size)), vocab, settings)[0]
+        for begin in range(0, count, batch_size)))
+    if short:
+        raise _cli.UsageError(f"{short} (--hparams dictionary_size=...)")
 
 
 def load_trained(args):
@@ -243,12 +284,12 @@ def train(args):
         raise _cli.UsageError("give training captions: --karpathy_json or --captions_train")
     before_file = run.file(f"{args.split}_scores_cross_entropy.json")
     with replicas.scope():
-        vocab, hparams, model = prepare_run(args, run, settings, hparams, splits["train"],
-                                            replicas)
+        vocab, hparams, model = prepare_run(args, run, settings, hparams, splits, replicas)
         trained = (model, vocab, settings, hparams)
         _seq2seq.compile_model(model, hparams, args, jit)
         start = time.time()
         if checkpoints_lib.checkpoint_paths(run.file(SCST_DIR), readable_only=True):
+            check_cross_entropy_done(args, run)
             print("[train] cross-entropy phase done (self-critical checkpoints found)")
         else:
             train_cross_entropy(args, trained, splits, args.batch_size or hparams.batch_size,
@@ -278,6 +319,18 @@ def train(args):
             before = load_json(before_file, "scores").get("results")
         evaluate(args, trained=trained, splits=splits, before=before)
     return model
+
+
+def check_cross_entropy_done(args, run):
+    """A usage error if --train_steps asks for more cross-entropy steps than
+    a run whose self-critical training has begun took: they would come
+    after self-critical steps, which then started from another model."""
+    done = history_from_csv(run.file(XE_PHASE.history)).get("step") or [None]
+    if args.train_steps_given and done[-1] is not None and args.train_steps > int(done[-1]):
+        raise _cli.UsageError(
+            f"--train_steps {args.train_steps}, but {args.output_dir} began self-critical "
+            f"training after {int(done[-1])} cross-entropy steps: more cannot follow (leave "
+            "--train_steps out or at that number, raise --scst_steps, or use a new --output_dir)")
 
 
 def train_cross_entropy(args, trained, splits, batch_size, replicas):
@@ -543,6 +596,7 @@ def caption_split(args, trained, splits=None, save=True):
     image_ids = [r.image_id for r in split.records]
     captions = caption_images(trained, split.store, image_ids, args)
     seconds = time.time() - start
+    warn_if_empty(captions)
     results = coco_captions.coco_results(image_ids, captions)
     scores = metrics.evaluate_captions(coco_captions.coco_annotations(split.records), results)
     print(f"[eval] {len(results)} {args.split} images, beam {args.beam_size}: {seconds:.0f} s;"
@@ -554,6 +608,15 @@ def caption_split(args, trained, splits=None, save=True):
     return scores, split, results
 
 
+def warn_if_empty(captions):
+    """A warning when every caption is empty: the scores of nothing (CHAIR
+    reads 0% hallucinations) would otherwise pass for results."""
+    if captions and not any(c.strip() for c in captions):
+        print(f"warning: all {len(captions)} captions are empty (the model ends every caption "
+              "at once: train it longer); their scores, CHAIR's 0% included, mean nothing",
+              file=sys.stderr)
+
+
 def decode(args):
     """Captions every image of --features (or of --images, extracted first)."""
     trained = load_trained(args)
@@ -561,9 +624,10 @@ def decode(args):
     if args.images:
         path = os.path.join(args.output_dir, "extracted")
         extract(args, output=path)
-    store = image_features.open_features(path, trained[2]["feature_kind"])
+    store = open_store(args, path, trained[2]["feature_kind"])
     image_ids = list(store.image_ids())
     captions = caption_images(trained, store, image_ids, args)
+    warn_if_empty(captions)
     results = coco_captions.coco_results(image_ids, captions)
     _seq2seq.deliver(args, [f"{r['image_id']}\t{r['caption']}" for r in results], "captions",
                      results)

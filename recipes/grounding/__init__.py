@@ -58,6 +58,7 @@ def build_parser():
                       "boxes [N, 4], image_w, image_h), or one .npz/.h5")
     data.add_argument("--train_split", default="train", help="the refs' training split")
     data.add_argument("--val_split", default="val", help="the refs' validation split")
+    _cli.add_features_format_flags(data)
     _cli.add_vl_data_flags(data, "refs", word_vectors=True)
     _world.add_world_flags(data)
 

@@ -69,6 +69,7 @@ class GroundingTask(_vl.RegionTask):
                                                                           "instances.json"))
         records, report = refcoco.read_refs(refs, instances, splits=list(needed),
                                             skip_invalid=args.skip_invalid)
+        self._ref_sizes = {r.image_id: r.image_size for r in records}
         print(f"[data] refs: {records_report(report)}")
         by_split = collections.defaultdict(list)
         for record in records:
@@ -77,6 +78,10 @@ class GroundingTask(_vl.RegionTask):
                                       args.features or features_path(folder, name),
                                       lambda r: f"ref {r.ref_id}")
                 for name in needed if by_split.get(name)}
+
+    def image_sizes(self, records):
+        """--image_sizes', else the instances' sizes of the refs' images."""
+        return super().image_sizes(records) or self._ref_sizes
 
     def train_names(self):
         return self.args.train_split, self.args.val_split

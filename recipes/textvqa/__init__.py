@@ -74,6 +74,8 @@ def build_parser():
     out.add_argument("--anls", choices=("st_vqa", "mmf"), default="st_vqa",
                      help="ANLS as ST-VQA defines it (default) or as mmf's evaluator "
                      "computes it (docs/textvqa_metrics.md)")
+    # score reads no run: its flags outright
+    parser.command_flags = {"score": ("annotations", "results", "output", "anls")}
     return parser
 
 

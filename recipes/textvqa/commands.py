@@ -216,8 +216,9 @@ class TextVQATask(_vl.Task):
             textvqa_metrics.write_textvqa_scores_json(scores, args.output)
             print(f"[score] accuracy, ANLS and per-question scores -> {args.output}")
         _cli.emit(f"questions\t{len(annotations)}")
-        _cli.emit(f"accuracy\t{scores.accuracy:.4f}")
-        _cli.emit(f"anls\t{scores.anls:.4f}")
+        # Percentages, as `evaluate` and the other recipes' `score` print them.
+        _cli.emit(f"accuracy\t{100 * scores.accuracy:.2f}")
+        _cli.emit(f"anls\t{100 * scores.anls:.2f}")
         return scores
 
 

@@ -71,6 +71,7 @@ def build_parser():
     for split in SPLITS:
         data.add_argument(f"--{split}_features", type=_cli.input_file_or_folder,
                           help=f"the features of the {split} split (default --features)")
+    _cli.add_features_format_flags(data)
     _cli.add_vl_data_flags(data, "questions", word_vectors=True)
     _world.add_world_flags(data)
 
@@ -81,6 +82,9 @@ def build_parser():
     out.add_argument("--normalization", choices=("official", "corrected"), default="official",
                      help="answer normalisation of the accuracy: the official code's, quirks "
                      "included (default), or corrected (docs/vqa_metrics.md)")
+    # score reads no run: its flags outright
+    parser.command_flags = {"score": (
+        "questions", "annotations", "results", "output", "normalization")}
     return parser
 
 

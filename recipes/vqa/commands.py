@@ -120,7 +120,11 @@ class VQATask(_vl.RegionTask):
         init = settings.get("dictionary_init") or vqa.RUN_DEFAULTS["dictionary_init"]
         start = time.time()
         batches = feeding.OrderedBatches(len(train_set), 256, train_set.inputs)
-        report = dictionaries.fit_dictionaries(model, batches, init=init, seed=settings["seed"])
+        try:
+            report = dictionaries.fit_dictionaries(model, batches, init=init,
+                                                   seed=settings["seed"])
+        except ValueError as error:  # a dictionary larger than the data: before the run is made
+            raise _cli.UsageError(f"{error} (--hparams dictionary_size=...)") from None
         if not report:
             print("[dictionaries] uniform(0, 0.01) (--dictionary_init uniform: the paper's "
                   "'w/o Init')")

@@ -15,6 +15,7 @@ from keras_structattn.data import shapes_world as sw
 from keras_structattn.data.image_features import ArrayFeatures
 from keras_structattn.data.image_features import FolderFeatures
 from keras_structattn.data.image_features import Hdf5ImageDatasets
+from keras_structattn.data.image_features import check_shapes
 from keras_structattn.data.image_features import fitted_max_regions
 from keras_structattn.data.image_features import grid_batch
 from keras_structattn.data.image_features import open_features
@@ -90,20 +91,41 @@ def test_folder_grid_by_id(tmp_path, ext):
     assert "3 images" in store.describe()
 
 
-def test_folder_named_by_file_name_stem(tmp_path):
+def test_folder_named_by_coco_file_names(tmp_path):
+    # What `extract` writes for COCO's images, and what the docs show: the
+    # id is read from the name, no caption records needed (caption decode).
     arrays = grids()
-    records = [ImageCaptions(i, f"val2014/COCO_val2014_{i:012d}.jpg", ["c"], [["c"]]) for i in IDS]
     for i, a in arrays.items():
         np.save(tmp_path / f"COCO_val2014_{i:012d}.npy", a)
     np.save(tmp_path / "COCO_val2014_000000999999.npy", arrays[7])  # no caption record
-    with pytest.raises(ValueError, match=r"4 files.*match no image id: pass `file_names`"):
+    np.save(tmp_path / "COCO_val2014_notanid.npy", arrays[7])
+    store = open_features(tmp_path)
+    assert store.image_ids() == sorted([*IDS, 999999])
+    assert store.unmatched_files == ["COCO_val2014_notanid.npy"]
+    np.testing.assert_array_equal(store.grid(123), arrays[123])
+    np.testing.assert_array_equal(store.grid(999999), arrays[7])
+
+
+def test_folder_named_by_file_name_stem(tmp_path):
+    arrays = grids()
+    records = [ImageCaptions(i, f"images/img_{i}_a.jpg", ["c"], [["c"]]) for i in IDS]
+    for i, a in arrays.items():
+        np.save(tmp_path / f"img_{i}_a.npy", a)
+    np.save(tmp_path / "img_999_a.npy", arrays[7])  # no caption record
+    with pytest.raises(ValueError, match=r"4 files.*match no image id: give the images' "
+                                         r"file names"):
         open_features(tmp_path)
     store = open_features(tmp_path, file_names=records)
     assert store.image_ids() == sorted(IDS)
-    assert store.unmatched_files == ["COCO_val2014_000000999999.npy"]
+    assert store.unmatched_files == ["img_999_a.npy"]
     np.testing.assert_array_equal(store.grid(123), arrays[123])
     by_dict = open_features(tmp_path, file_names={r.image_id: r.file_name for r in records})
     np.testing.assert_array_equal(by_dict.grid(40), arrays[40])
+    # A caption record's file name wins over the id a COCO name carries.
+    np.save(tmp_path / "COCO_val2014_000000000005.npy", arrays[40])
+    named = open_features(tmp_path, file_names={5: "x.jpg", 6: "COCO_val2014_000000000005.jpg"})
+    np.testing.assert_array_equal(named.grid(6), arrays[40])
+    assert 5 not in named
 
 
 def test_folder_grid_errors_name_the_file(tmp_path):
@@ -170,7 +192,7 @@ def test_folder_regions_box_normalisation(tmp_path):
     for i, (f, b, _) in items.items():
         np.savez(tmp_path / f"{i}.npz", features=f, boxes=b)  # pixels, no image size
     with pytest.raises(ValueError, match=r"7.npz \(image id 7\): boxes must lie in \[0, 1\].*"
-                                         r"image_sizes"):
+                                         r"image_w./.image_h. with the boxes"):
         open_features(tmp_path)
     sizes = {i: size for i, (_, _, size) in items.items()}
     store = open_features(tmp_path, image_sizes=sizes)
@@ -330,3 +352,36 @@ def test_fitted_max_regions_reads_only_in_memory_stores(tmp_path):
              image_w=np.full(3, 100.0), image_h=np.full(3, 100.0))
     with open_features(tmp_path / "stacked.npz") as store:
         assert [fitted_max_regions(store, n) for n in (100, 5)] == [9, 5]
+
+
+@pytest.mark.parametrize("ext", [".npy", ".npz"])
+def test_check_shapes_names_the_odd_file_not_the_first(tmp_path, ext):
+    # The odd file is the first one read (the smallest id): the store takes
+    # its shape, and every other image would be blamed when read.
+    arrays = {i: np.zeros(GRID, np.float32) for i in (10, 11, 12, 13)}
+    arrays[1] = np.zeros((2, 3, 5), np.float32)
+    for i, a in arrays.items():
+        if ext == ".npy":
+            np.save(tmp_path / f"{i}.npy", a)
+        else:
+            np.savez(tmp_path / f"{i}.npz", features=a)
+    store = open_features(tmp_path)
+    with pytest.raises(ValueError, match=rf"1{ext}: features of shape \(2, 3, 5\), but 4 of "
+                                         r"the 5 files .* have \(3, 2, 5\) \(e.g. 10"):
+        check_shapes(store)
+    check_shapes(store, [10, 11, 12])  # only the images a split uses
+    # A read of a good image names where the store's shape came from.
+    with pytest.raises(ValueError, match=rf"10{ext} \(image id 10\).*but 1{ext} \(the first "
+                                         r"file\) has \(2, 3, 5\)"):
+        store.grid(10)
+
+
+def test_check_shapes_of_region_files(tmp_path):
+    for i, width in ((1, 6), (2, 6), (3, 7)):
+        np.savez(tmp_path / f"{i}.npz", x=np.zeros((i + 1, width), np.float32),
+                 bbox=np.tile([0.1, 0.1, 0.5, 0.5], (i + 1, 1)))
+    store = open_features(tmp_path, "regions")
+    with pytest.raises(ValueError, match=r"3.npz: features of \(dimensions, width\) \(2, 7\), "
+                                         r"but 2 of the 3 files"):
+        check_shapes(store)
+    check_shapes(store, [1, 2])  # region counts may differ; widths may not

@@ -74,6 +74,28 @@ def test_reads_refs_with_boxes(refs_dir, tmp_path, fmt):
         read_refs(refs_path, refs_dir / "instances.json", splits="testA")
 
 
+def test_test_is_testA_and_testB_where_the_file_has_no_test(refs_dir, tmp_path):
+    """The refer toolkit's RefCOCO / RefCOCO+ splits: train, val, testA, testB."""
+    refs, _ = _load(refs_dir)
+    tests = [r for r in refs if r["split"] == "test"]
+    assert len(tests) >= 2
+    for k, ref in enumerate(tests):
+        ref["split"] = "testA" if k % 2 == 0 else "testB"
+    renamed = tmp_path / "refs(unc).p"
+    with open(renamed, "wb") as f:
+        pickle.dump(refs, f)
+    instances = refs_dir / "instances.json"
+    both, report = read_refs(renamed, instances, splits=["train", "test"])
+    want = [(r["ref_id"], s["sent_id"]) for r in tests for s in r["sentences"]]
+    assert [(e.ref_id, e.sent_id) for e in both if e.split == "test"] == want
+    assert report["split/test"] == len(want) and "split/testA" not in report
+    only_a, _ = read_refs(renamed, instances, splits="testA")
+    assert {e.ref_id for e in only_a} == {r["ref_id"] for r in tests if r["split"] == "testA"}
+    # A file that has a `test` (RefCOCOg umd, Shapes world) keeps its own.
+    own, _ = read_refs(refs_dir / "refs.json", instances, splits="test")
+    assert {e.ref_id for e in own} == {r["ref_id"] for r in tests}
+
+
 @pytest.mark.parametrize(
     "defect, needle",
     [

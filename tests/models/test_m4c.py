@@ -198,3 +198,5 @@ def test_answer_text_stops_at_eos_and_copies_ocr_tokens():
     assert answer_text([7, 5, 4, 2, 4], words, ocr) == ("joe's red", [1])
     assert answer_text([2, 4], words, ocr) == ("", [])
     assert answer_text([6, 6, 6], words, ocr) == ("Cafe Cafe Cafe", [0, 0, 0])
+    # <pad> (0) and <s> (1) are no words of an answer.
+    assert answer_text([1, 4, 0, 6, 2], words, ocr) == ("red Cafe", [0])

@@ -77,7 +77,7 @@ def test_predict_then_score_gives_the_evaluated_scores(trained, tmp_path, capsys
     assert scores.anls == pytest.approx(evaluated["anls"])
     assert json.loads(output.read_text())["per_question"] == evaluated["per_question"]
     out = capsys.readouterr().out.splitlines()
-    assert out[1] == f"accuracy\t{scores.accuracy:.4f}"
+    assert out[1] == f"accuracy\t{100 * scores.accuracy:.2f}"  # percentages, as evaluate's
 
 
 def test_score_takes_the_official_annotation_json(tmp_path, capsys):
@@ -101,6 +101,13 @@ def test_score_takes_the_official_annotation_json(tmp_path, capsys):
     mmf = textvqa.main(["score", "--annotations", str(path), "--results", str(results),
                         "--anls", "mmf"])
     assert mmf.anls == pytest.approx((1 + 0.75 + 0.5) / 3)
+    assert capsys.readouterr().out.splitlines()[-2:] == ["accuracy\t33.33", "anls\t75.00"]
+    # A question of 9 answers among questions of 10: refused, as VQA's reader does.
+    annotations["data"][1]["answers"] = ["caf"] * 9
+    path.write_text(json.dumps(annotations))
+    with pytest.raises(ValueError, match=r"question id 2 \(data\[1\]\): 9 answers, where "
+                                         r"the file's questions have 10 \(2 of 3\)"):
+        textvqa.main(["score", "--annotations", str(path), "--results", str(results)])
 
 
 def test_visualize_draws_the_ocr_boxes_and_one_panel_per_spatial_head(trained, capsys):

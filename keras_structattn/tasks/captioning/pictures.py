@@ -30,6 +30,11 @@ def drawn_positions(words, count=DRAWN_WORDS):
     return chosen or list(range(min(count, len(words))))
 
 
+def caption_line(words):
+    """The caption the picture is of, for its title."""
+    return "caption: " + (" ".join(w for w in words if w != "<eos>") or "(empty)")
+
+
 def draw_caption_streams(image, words, boxes, mask, is_weights, cs_weights=None,
                          cs_over="regions"):
     """IS attention beside CS attention, one row per drawn word.
@@ -54,10 +59,12 @@ def draw_caption_streams(image, words, boxes, mask, is_weights, cs_weights=None,
     real = np.asarray(mask, bool)
     boxes = np.asarray(boxes)[real]
     rows = []
-    for t in drawn_positions(words):
+    caption = caption_line(words)
+    for k, t in enumerate(drawn_positions(words)):
         word = f'"{words[t]}"'
         left = attention_maps.draw_region_weights(
-            image, boxes, is_weights[t][real], title=[f"{word}: in-sample (regions)"])
+            image, boxes, is_weights[t][real],
+            title=([caption] if k == 0 else []) + [f"{word}: in-sample (regions)"])
         if cs_weights is None:
             right = None
         elif cs_over == "regions":
@@ -103,7 +110,8 @@ def draw_caption_attention(model, features, decoder_inputs, words, image, *, lay
     if grid_shape is not None:
         weights = first(model.encdec_attention(features, decoder_inputs, layer=layer))
         areas = attention_maps.top_areas(weights, model.area_coordinates(layer))
-        return attention_maps.draw_word_areas(image, words, areas, grid_shape=grid_shape)
+        return attention_maps.draw_word_areas(image, words, areas, grid_shape=grid_shape,
+                                              title=[caption_line(words)])
     if hasattr(model, "attention_weights"):
         weights, cs_over = model.attention_weights(features, decoder_inputs), "dictionary"
     else:

@@ -38,6 +38,11 @@ PICKLE_EXTENSIONS = (".p", ".pkl", ".pickle")
 BOX_TOLERANCE = 1.0
 
 
+# A split the refer toolkit's files name by its parts: RefCOCO's and
+# RefCOCO+'s test set is testA (people) + testB (other objects).
+COMBINED_SPLITS = {"test": ("testA", "testB")}
+
+
 class RefExpression(NamedTuple):
     """One referring expression (a sentence) and the box it refers to.
 
@@ -203,7 +208,10 @@ def read_refs(refs_path, instances_path, *, splits=None, skip_invalid=False):
         instances_path: the COCO instances JSON.
         splits: None (every split) or the split names to keep (a str or a
             collection of str); refs of other splits are counted under
-            "outside_splits" (keyword-only).
+            "outside_splits" (keyword-only). The refer toolkit's names:
+            RefCOCO and RefCOCO+ test on `testA` and `testB` and have no
+            `test`; asked for `test`, a file without one gives its testA and
+            testB refs, as split "test" (`COMBINED_SPLITS`).
         skip_invalid: False (default) raises on the first malformed ref;
             True skips it and counts it in the report. Malformed instances
             always raise.
@@ -239,6 +247,13 @@ def read_refs(refs_path, instances_path, *, splits=None, skip_invalid=False):
     refs = _load_refs(name)
     if not isinstance(refs, list):
         raise ValueError(f"{name}: expected a list of refs; found a {type(refs).__name__}.")
+    combined = {}  # {part: the split asked for}, for a file without that split
+    if splits is not None:
+        in_file = {e.get("split") for e in refs if isinstance(e, dict)}
+        for split, parts in COMBINED_SPLITS.items():
+            if split in splits and split not in in_file and set(parts) & in_file:
+                combined.update({part: split for part in parts if part not in splits})
+                splits = (splits - {split}) | (set(parts) & in_file)
     tables = _instances(iname)
     images, annotations = tables["images"], tables["annotations"]
     report = collections.Counter(refs_in_file=len(refs), refs=0, sentences=0, outside_splits=0)
@@ -314,6 +329,10 @@ def read_refs(refs_path, instances_path, *, splits=None, skip_invalid=False):
             f"{sorted(found_splits)}."
         )
     report["sentences"] = len(out)
+    if combined:
+        out = [r._replace(split=combined.get(r.split, r.split)) for r in out]
+        for part, split in combined.items():
+            report[f"split/{split}"] += report.pop(f"split/{part}", 0)
     return out, report
 
 
