@@ -39,7 +39,9 @@ Usage:
 
 import argparse
 import collections
+import json
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -128,6 +130,24 @@ def build_model(vocab_size, max_len, num_objects, object_dim, num_answers):
     return keras.Model([question, objects, object_mask], output, name="shapes_world_probe")
 
 
+def write_reference(args, scores, train_s):
+    """The probe's test accuracy per question type (%) as the JSON the VQA
+    recipe prints beside a run on the same world (`recipes.vqa`, "probe")."""
+    reference = dict(
+        world=dict(seed=args.seed, train=args.train, val=args.val, test=args.test),
+        scores={t: round(v, 2) for t, v in scores.items()},
+        model="benchmarks/shapes_world_probe.py (172k parameters: bidirectional GRU, one "
+              "self-attention block over the shapes, soft counts)",
+        epochs=args.epochs,
+        training_seconds=round(train_s, 1),
+        date=time.strftime("%Y-%m-%d"),
+        command="python benchmarks/shapes_world_probe.py " + " ".join(sys.argv[1:]),
+    )
+    with open(args.reference, "w", encoding="utf-8") as f:
+        json.dump(reference, f, indent=1)
+        f.write("\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=30)
@@ -135,6 +155,10 @@ def main():
     parser.add_argument("--train", type=int, default=2000, help="train scenes (smoke tests)")
     parser.add_argument("--val", type=int, default=500, help="val scenes")
     parser.add_argument("--test", type=int, default=500, help="test scenes")
+    parser.add_argument("--reference", default=None,
+                        help="also write the test scores as the VQA recipe's probe reference "
+                        "(JSON; recipes/vqa/probe_reference.json for the recipe's default "
+                        "world: --seed 1 --val 200)")
     args = parser.parse_args()
 
     script_start = start = time.perf_counter()
@@ -200,6 +224,8 @@ def main():
             base, answer = baselines["per_type"][t], baselines["answers"][t]
         print(f"{t:<10}{len(values):>10}  {answer:<16}{base:>9.2f}{model_score:>9.2f}"
               f"{model_score - base:>+9.2f}")
+    if args.reference:
+        write_reference(args, {t: 100.0 * float(np.mean(v)) for t, v in rows}, train_s)
     print(f"\ngeneration {generation_s:.1f} s, training {train_s:.1f} s, "
           f"script total {time.perf_counter() - script_start:.1f} s (after imports)")
 

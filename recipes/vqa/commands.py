@@ -3,6 +3,7 @@ hooks of `recipes._vl.Task` and `score`. Status goes to stderr, results
 to stdout (`_cli.emit`).
 """
 
+import json
 import os
 import time
 
@@ -25,9 +26,15 @@ from keras_structattn.training.run_folder import write_json
 from models.vqa import build as vqa_models
 from recipes import _cli
 from recipes import _vl
+from recipes import _world
 from recipes import vqa
 
 BASELINE_NAME = "the majority answer of the question's type in the training split"
+# The learnability probe's scores on the default world (written by
+# `python benchmarks/shapes_world_probe.py --seed 1 --val 200 --reference ...`),
+# printed beside a run on that very world: what a small model reaches there.
+PROBE_REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                               "probe_reference.json")
 
 
 class Encoded(_vl.RegionEncoded):
@@ -170,7 +177,7 @@ class VQATask(_vl.RegionTask):
         for record, answer in list(zip(records, predicted))[:5]:
             print(f"  {record.question} -> {answer} (annotators: "
                   f"{record.multiple_choice_answer})")
-        lines = vqa_report.accuracy_table(columns, records)
+        lines = vqa_report.accuracy_table(columns, records) + probe_lines(args)
         if conflict is not None:
             lines += vqa_report.bias_conflict_table(conflict)
         return results, columns["model"], lines
@@ -206,3 +213,27 @@ class VQATask(_vl.RegionTask):
 
 
 run = VQATask.run  # what `recipes._cli.recipe_main` calls
+
+
+def probe_lines(args, reference=PROBE_REFERENCE):
+    """The probe's accuracy per question type, as lines under the table,
+    when the run's world is the one the probe was trained on (the same seed
+    and sizes, the default configuration); else no lines."""
+    manifest = os.path.join(_world.folder_of(args), "manifest.json")
+    if not (os.path.exists(reference) and os.path.exists(manifest)):
+        return []
+    with open(reference, encoding="utf-8") as f:
+        probe = json.load(f)
+    with open(manifest, encoding="utf-8") as f:
+        world = json.load(f)
+    config, splits = world["config"], world["summary"]["splits"]
+    same = (config["seed"] == probe["world"]["seed"] and config.get("bias") is None
+            and config.get("layout", "default") == "default"
+            and config.get("region_geometry", True)
+            and all(splits[s]["scenes"] == probe["world"][s] for s in ("train", "val", "test")))
+    if not same:
+        return []
+    scores = probe["scores"]
+    return [f"probe (a small Keras model on this world, {probe['epochs']} epochs; "
+            f"benchmarks/shapes_world_probe.py, {probe['date']}): "
+            + ", ".join(f"{t} {v:.2f}" for t, v in scores.items())]
