@@ -12,8 +12,14 @@ attention), and an area stands for the object whose box covers most of its
 pixels (none: a miss). The script prints, per word kind, the share of words
 whose most attended region matches, next to the share expected if the
 region were drawn at random (the mean over images of the matching regions'
-share), and for a grid captioner the mean size in cells of the most
-attended area when the phrase names a large and a small shape.
+share). For a grid captioner two more measures, because with mean-pooled
+area keys (Li et al., 2019, Eq. 3) an area's logit is the mean of its
+cells' logits, so the single most attended area is always one cell and says
+nothing about sizes: the attention *mass* on the objects (each area's weight
+spread evenly over its cells, the share of that mass on cells whose object
+matches, against the matching cells' share of the grid), and the
+attention-weighted mean area size in cells when the phrase names a large
+and a small shape, against the mean over all areas (uniform attention).
 
 Usage:
     python -m benchmarks.caption_attention_grounding --output_dir RUN [--split test]
@@ -73,6 +79,22 @@ def area_objects(coordinates, shapes, cell):
     return np.argmax(overlaps, axis=1) - 1
 
 
+def single_cells(grid):
+    """`[H * W, 4]` one-cell areas `(row, col, 1, 1)`, row-major."""
+    rows, cols = np.divmod(np.arange(grid[0] * grid[1]), grid[1])
+    return np.stack([rows, cols, np.ones_like(rows), np.ones_like(rows)], axis=1)
+
+
+def cell_cover(coordinates, grid):
+    """`[A, H * W]`: row `a` is 1 / |a| on the cells of area `a`, so that
+    `weights @ cover` spreads each area's attention evenly over its cells."""
+    cover = np.zeros((len(coordinates), grid[0] * grid[1]))
+    for a, (row, col, height, width) in enumerate(coordinates):
+        for r in range(row, row + height):
+            cover[a, r * grid[1] + col: r * grid[1] + col + width] = 1.0 / (height * width)
+    return cover
+
+
 def matches(shape, filter_):
     return all(shape[k] == v for k, v in filter_.items())
 
@@ -108,7 +130,11 @@ def main():
                   encoding="utf-8") as f:
             canvas = json.load(f)["config"]["canvas_size"]
         cell = canvas / settings["feature_shape"][0]
+        areas = coordinates[:, 2] * coordinates[:, 3]
+        cover = cell_cover(coordinates, settings["feature_shape"][:2])
+        uniform_size = float(np.mean(areas))
     hits, chance, counts = collections.Counter(), collections.Counter(), collections.Counter()
+    mass, mass_chance = collections.Counter(), collections.Counter()
     sizes = collections.defaultdict(list)
     for image_id, caption in zip(image_ids, captions):
         decoder_inputs, words = batches.teacher_forced_input(vocab, caption)
@@ -124,15 +150,23 @@ def main():
         objects = (area_objects(coordinates, shapes, cell) if grid
                    else np.arange(weights.shape[-1]))
         candidates = objects if grid else objects[: len(shapes)]
+        if grid:
+            cell_objects = area_objects(single_cells(settings["feature_shape"][:2]), shapes, cell)
         for t, kind, value, phrase in phrases(words):
             top = int(np.argmax(weights[t][: len(candidates)]))
-            if grid and "size" in phrase:
-                sizes[phrase["size"]].append(int(coordinates[top, 2] * coordinates[top, 3]))
+            if grid:
+                cell_mass = weights[t][: len(areas)] @ cover  # [cells], sums to 1
+                if "size" in phrase:
+                    sizes[phrase["size"]].append(float(weights[t][: len(areas)] @ areas))
             for name, test in ((f"{kind} word", {kind: value}), (f"{kind} word's phrase", phrase)):
                 found = [o >= 0 and matches(shapes[o], test) for o in candidates]
                 counts[name] += 1
                 hits[name] += found[top]
                 chance[name] += np.mean(found)
+                if grid:
+                    on = np.array([o >= 0 and matches(shapes[o], test) for o in cell_objects])
+                    mass[name] += float(cell_mass @ on)
+                    mass_chance[name] += float(np.mean(on))
     print(f"run {given.output_dir} ({settings['model']}, {settings['hparams_set']}), "
           f"{given.split} split, {len(image_ids)} captions: the most attended "
           f"{'area of decoder layer 0' if grid else 'region'} when the word is produced")
@@ -140,9 +174,15 @@ def main():
     for name in counts:
         print(f"{name:24s} {counts[name]:6d} {hits[name] / counts[name]:11.1%} "
               f"{chance[name] / counts[name]:10.1%}")
+    if grid:
+        print(f"{'attention mass (cells)':24s} {'words':>6s} {'on a match':>11s} {'uniform':>10s}")
+        for name in counts:
+            print(f"{name:24s} {counts[name]:6d} {mass[name] / counts[name]:11.1%} "
+                  f"{mass_chance[name] / counts[name]:10.1%}")
     for size, cells in sorted(sizes.items()):
-        print(f"most attended area when the phrase names a {size} shape: "
-              f"{np.mean(cells):.2f} cells on average ({len(cells)} words)")
+        print(f"attention-weighted area size when the phrase names a {size} shape: "
+              f"{np.mean(cells):.2f} cells ({len(cells)} words; uniform attention: "
+              f"{uniform_size:.2f})")
 
 
 if __name__ == "__main__":

@@ -31,3 +31,21 @@ def test_areas_stand_for_the_object_covering_most_of_their_pixels():
     areas = np.array([[0, 0, 2, 2], [0, 2, 1, 1], [0, 2, 2, 2], [3, 3, 1, 1], [1, 1, 1, 2]])
     # [1, 1, 1, 2] covers pixels x 8-24, y 8-16: 8x8 of shape 0, 4x6 of shape 1.
     assert area_objects(areas, shapes, 8).tolist() == [0, 1, 1, -1, 0]
+
+
+def test_cell_cover_spreads_each_area_over_its_cells():
+    import numpy as np
+
+    from benchmarks.caption_attention_grounding import cell_cover
+    from benchmarks.caption_attention_grounding import single_cells
+
+    coordinates = np.array([[0, 0, 1, 1], [1, 1, 2, 2], [2, 0, 1, 3]])
+    cover = cell_cover(coordinates, (3, 3))
+    np.testing.assert_allclose(cover.sum(1), 1.0)
+    expected = np.zeros((3, 9))
+    expected[0, 0] = 1.0
+    expected[1, [4, 5, 7, 8]] = 0.25
+    expected[2, [6, 7, 8]] = 1.0 / 3.0
+    np.testing.assert_allclose(cover, expected)
+    # One-cell areas cover the grid row-major: the identity.
+    np.testing.assert_allclose(cell_cover(single_cells((2, 3)), (2, 3)), np.eye(6))
