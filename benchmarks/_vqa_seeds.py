@@ -121,10 +121,12 @@ def run_arm(args, ledger, name, seed, flags, world):
 
 
 def baseline_line(entry, groups):
-    """The majority baseline's accuracy per group, one line."""
+    """The majority baseline's accuracy per group (`[(label, group)]`), one
+    line (relation forms: the relation type's one majority answer, so 0 on
+    the forms it cannot answer)."""
     return ("baseline (the majority answer of the question's type in the training split): "
-            + ", ".join(f"{g} {entry['baseline'][g]:.2f} ({entry['questions'][g]} questions)"
-                        for g in groups if g in entry["baseline"]))
+            + ", ".join(f"{label} {entry['baseline'][g]:.2f} ({entry['questions'][g]} questions)"
+                        for label, g in groups if g in entry["baseline"]))
 
 
 def compare(script, doc, arms, pairs, groups, *, ledger, world_flags=(), seeds="1,2,3,4,5",
@@ -181,7 +183,7 @@ def compare(script, doc, arms, pairs, groups, *, ledger, world_flags=(), seeds="
                 if g in entry["model"]) + f"; best step {best} of {last}", flush=True)
     first = results[seed_list[0]][names[0]]
     present = [(label, g) for label, g in groups if g in first["model"]]
-    print(baseline_line(first, [g for _, g in present]))
+    print(baseline_line(first, present))
     print(f"test accuracy (%), over seeds {args.seeds}: mean (min-max); differences paired "
           "by seed, 95% bootstrap interval of their mean")
     measures = [(label, lambda e, g=g: e["model"][g]) for label, g in present]

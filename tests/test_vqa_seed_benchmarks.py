@@ -69,7 +69,7 @@ def test_pa_comparison_resumes_from_its_ledger(tmp_path, capsys):
     assert "--world_region_geometry off" in out and "--early_stopping accuracy:12" in out
     lines = out.splitlines()
     assert any(line.startswith("# seed 2 mcan_pa") and "count 53.00" in line for line in lines)
-    assert any(line.startswith("baseline") and "count 30.00 (10 questions)" in line
+    assert any(line.startswith("baseline") and ": count 30.00 (10 questions)" in line
                for line in lines)
     # Counting first; both seeds differ by +2: the interval is that value.
     measures = [line for line in lines if line.startswith(("count:", "overall:"))]
