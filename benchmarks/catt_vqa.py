@@ -1,16 +1,25 @@
-"""Transformer vs Transformer+CATT on a confounded Shapes world VQA; step time and cost.
+"""Transformer vs Transformer+CATT on a confounded Shapes world VQA at convergence; step cost.
 
-Part 1 (seeds): the VQA recipe (`python -m recipes.vqa train`, one
-subprocess per run, TensorFlow) trains `--model transformer`
-(`catt_vqa_tiny_nocatt`) and `--model catt` (`catt_vqa_tiny`, dictionaries
-fitted by K-means) for each seed on one Shapes world generated with a
-confounder (`--world_bias`, default `circle=red:0.95`: in the training and
-validation splits a circle is red with probability 0.95; the test split is
-unbiased). It prints, per model, the test accuracy (official VQA accuracy,
-%) overall, on the test questions whose annotation says `bias_conflict`
-(their answer contradicts the bias: a non-red circle is named or asked
-about) and on the others: mean, min-max and standard deviation over the
-seeds, then every run.
+Part 1 (seeds): Yang et al. (2021, "Causal Attention for Vision-Language
+Tasks", arXiv:2103.03493) report +1.0 VQA accuracy for Transformer+CATT
+over its Transformer (Table 2) and attribute it to less reliance on
+dataset confounders. Each seed trains, with `python -m recipes.vqa train`
+(`benchmarks._vqa_seeds`: one subprocess per run, TensorFlow, a ledger),
+`--model transformer` (`catt_vqa_tiny_nocatt`) and `--model catt`
+(`catt_vqa_tiny`: K = 64 entries a dictionary, scaled to Shapes world as
+the captioners', fitted by K-means over the training split's embedded
+regions and words before step 1, seeded by the run's seed) on one Shapes
+world with a confounder (`--world_bias circle=red:0.95`: in the training
+and validation splits a circle is red with probability 0.95; the test split
+is unbiased), 600 / 100 / 500 scenes, each trained to convergence
+(`_vqa_seeds.TRAINING`: up to 96 epochs, early stopping on the validation
+VQA accuracy, patience 12 epochs). Measures on the test split: the
+bias-conflict questions (their answer contradicts the bias: a non-red
+circle is named or asked about) overall and per question type, the other
+questions, overall and per type, each next to the per-type majority
+baseline of the training split; per seed, mean (min-max), and the paired
+difference catt - transformer with a 95% bootstrap interval of its mean.
+Ledger: `benchmarks/results_catt_vqa_cpu_runs.json`.
 
 Part 2 (speed): one training step (forward, soft-target BCE, gradients of
 every weight; no optimiser update) of the CATT model and of its twin at
@@ -24,112 +33,32 @@ per multiply-add; the ratio is the same), at that shape and at LXMERT's
 (d 768, 12 heads, FFN 3072, 9/5/5 layers: compiled, not run).
 
 Usage:
-    python -m benchmarks.catt_vqa [--seeds 1,2,3] [--world_train 600] [--epochs 10] \\
-        [--world_bias circle=red:0.95] [--output_dir runs/catt_vqa] [--skip_speed]
+    python -m benchmarks.catt_vqa [--seeds 1,2,3,4,5] [--output_dir runs/catt_vqa] \\
+        [--ledger FILE] [--skip_speed] [-- more recipe flags for every arm]
     KERAS_BACKEND=jax python -m benchmarks.catt_vqa --speed_only [--repeats 3]
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
-import shutil
-import statistics
 import subprocess
 import sys
-import time
 
-MODELS = ("transformer", "catt")
+from benchmarks._vqa_seeds import TYPES
+from benchmarks._vqa_seeds import compare
+from benchmarks._vqa_seeds import type_groups
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH, WORDS, REGIONS, FEATURES, ANSWERS, VOCAB = 32, 14, 36, 2048, 3129, 20_000
 LXMERT = "hidden_size=768,num_heads=12,filter_size=3072,word_dim=768," \
          "num_language_layers=9,num_vision_layers=5,num_cross_layers=5"
-
-
-def cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or "cpu"
-
-
-# ------------------------------------------------------------------ seeds
-
-
-def run_one(args, name, seed, world):
-    """Trains and evaluates one run; returns `(scores, seconds)`."""
-    out = os.path.join(args.output_dir, f"{name}_seed{seed}")
-    scores_path = os.path.join(out, "test_scores.json")
-    seconds = None
-    if not os.path.exists(scores_path):  # rerunning the script reuses finished runs
-        os.makedirs(out, exist_ok=True)
-        if world and not os.path.exists(os.path.join(out, "shapes_world")):
-            shutil.copytree(world, os.path.join(out, "shapes_world"))
-        command = [sys.executable, "-m", "recipes.vqa", "train", "--output_dir", out,
-                   "--model", name, "--seed", str(seed), "--world_seed", str(args.world_seed),
-                   "--world_train", str(args.world_train), "--world_val",
-                   str(args.world_val), "--world_test", str(args.world_test),
-                   "--world_bias", args.world_bias, "--epochs", str(args.epochs),
-                   "--verbose", "0"]
-        start = time.time()
-        with open(os.path.join(out, "recipe.log"), "w", encoding="utf-8") as log:
-            subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
-                           stderr=log)
-        seconds = time.time() - start
-    with open(scores_path, encoding="utf-8") as f:
-        return json.load(f), seconds
-
-
-def spread(values):
-    mean = statistics.mean(values)
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean:6.2f} ({min(values):6.2f}-{max(values):6.2f}, sd {std:4.2f})"
-
-
-def seeds_part(args):
-    seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"# recipe: python -m recipes.vqa train --model M --seed S --world_train "
-          f"{args.world_train} --world_val {args.world_val} --world_test {args.world_test} "
-          f"--world_seed {args.world_seed} --world_bias {args.world_bias} --epochs "
-          f"{args.epochs} (hparams: the recipe's, catt_vqa_tiny / catt_vqa_tiny_nocatt)",
-          flush=True)
-    world, results = None, {}
-    for seed in seeds:
-        for name in MODELS:
-            scores, seconds = run_one(args, name, seed, world)
-            results[name, seed] = scores
-            if world is None:
-                world = os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
-            bias = scores["biasConflict"]
-            took = f" ({seconds:.0f} s)" if seconds else ""
-            print(f"# seed {seed} {name:11s}: overall {scores['overall']:.2f}, bias conflict "
-                  f"{bias['conflict']:.2f}, others {bias['others']:.2f}{took}", flush=True)
-    first = results[MODELS[0], seeds[0]]["biasConflict"]
-    print(f"test accuracy (%), mean (min-max, sd) over seeds {args.seeds}; "
-          f"{first['conflict_questions']} bias-conflict and {first['other_questions']} other "
-          "test questions")
-    header = f"{'model':11s} | {'overall':31s} | {'bias conflict':31s} | {'others':31s}"
-    print(header)
-    print("-" * len(header))
-    for name in MODELS:
-        runs = [results[name, s] for s in seeds]
-        print(f"{name:11s} | {spread([r['overall'] for r in runs]):31s} | "
-              f"{spread([r['biasConflict']['conflict'] for r in runs]):31s} | "
-              f"{spread([r['biasConflict']['others'] for r in runs]):31s}")
-    print("per run (seed order): overall / bias conflict / others")
-    for name in MODELS:
-        print(f"  {name:11s}: " + "; ".join(
-            f"{r['overall']:.2f} / {r['biasConflict']['conflict']:.2f} / "
-            f"{r['biasConflict']['others']:.2f}"
-            for r in (results[name, s] for s in seeds)))
-    print("catt - transformer, paired by seed (bias conflict): " + ", ".join(
-        f"{results['catt', s]['biasConflict']['conflict'] - results['transformer', s]['biasConflict']['conflict']:+.2f}"  # noqa: E501
-        for s in seeds), flush=True)
+LEDGER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results_catt_vqa_cpu_runs.json")
+ARMS = {"transformer": ["--model", "transformer"], "catt": ["--model", "catt"]}
+WORLD = ("--world_bias", "circle=red:0.95", "--world_train", "600", "--world_val", "100",
+         "--world_test", "500")
+# The bias-conflict questions first (the claim: less reliance on the confounder), per type.
+GROUPS = ([("bias conflict", "conflict")] + [(f"conflict {t}", f"conflict/{t}") for t in TYPES]
+          + [("others", "others")] + [(f"others {t}", f"others/{t}") for t in TYPES]
+          + type_groups(forms=False))
 
 
 # ------------------------------------------------------------------ speed
@@ -216,29 +145,18 @@ def speed_part(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--world_train", type=int, default=600)
-    parser.add_argument("--world_val", type=int, default=100)
-    parser.add_argument("--world_test", type=int, default=500)
-    parser.add_argument("--world_seed", type=int, default=1)
-    parser.add_argument("--world_bias", default="circle=red:0.95")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--output_dir", default=os.path.join("runs", "catt_vqa"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], add_help=False)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--skip_speed", action="store_true")
     parser.add_argument("--speed_only", action="store_true",
                         help="the speed part alone, on this process's backend (JAX)")
-    args = parser.parse_args()
+    args, rest = parser.parse_known_args()
     if args.speed_only:
         speed_part(args)
         return
-    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M} {platform.machine()} "
-          f"{os.cpu_count()} cores, {cpu_name()} (shared with other jobs); seeds: "
-          f"KERAS_BACKEND={os.environ.get('KERAS_BACKEND', 'tensorflow')}")
-    print(f"# command: python -m benchmarks.catt_vqa {' '.join(sys.argv[1:])}", flush=True)
-    seeds_part(args)
+    compare("catt_vqa", __doc__, ARMS, [("catt", "transformer")], GROUPS, ledger=LEDGER,
+            world_flags=WORLD, argv=rest)
     if not args.skip_speed:
         command = [sys.executable, "-m", "benchmarks.catt_vqa", "--speed_only",
                    "--repeats", str(args.repeats), "--warmup", str(args.warmup)]

@@ -8,6 +8,11 @@ type: mean and range (min-max) over the seeds, then every run. The world is
 generated once and shared (`--world_seed`: the same data for every run; the
 seed changes the initialisation, dropout and batch order).
 
+The comparisons at convergence (early stopping, 5 seeds, ledger, paired
+intervals) are `benchmarks.pa_vqa_seeds` (MCAN vs MCAN+PA without the box
+in the features), `benchmarks.muan_gate_seeds` (MUAN's gate at d 128) and
+`benchmarks.catt_vqa` (docs/vqa.md, "Comparisons at convergence").
+
 Usage:
     python -m benchmarks.vqa_seeds [--seeds 1,2,3] [--models mcan,mcan_pa,muan,muan_nogate] \\
         [--output_dir runs/vqa_seeds] [--epochs N]

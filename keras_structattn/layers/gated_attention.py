@@ -83,6 +83,17 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
             agree) or each
             head has its own. Must stay True when `gate_per_head=False`
             (there is only one gate then).
+        gate_bias_initializer: the initializer of the bias of `FC_g` (the
+            gate's last dense layer), or None (default) for the layer's
+            `bias_initializer` (zeros by default: the paper's and openvqa's
+            PyTorch default). At zero bias the gates start near
+            sigmoid(0) = 0.5, so query and key gates together scale the
+            logits by about a quarter and the first attention maps are
+            near uniform; a large constant (e.g.
+            `keras.initializers.Constant(4.0)`: sigmoid 0.98) starts the
+            gates near 1, so the layer starts as the plain attention and
+            the gate's function can be told apart from its initial
+            scaling. Needs `use_bias=True` (the only bias it sets).
         qk_gate: the MUAN gate on/off switch. Not named `use_gate`, because
             `keras.layers.MultiHeadAttention` already has a `use_gate`: a
             sigmoid gate on the attention *output* (Qiu et al., arXiv
@@ -129,6 +140,7 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
         gate_per_head=True,
         share_gate_weights_across_heads=True,
         qk_gate=True,
+        gate_bias_initializer=None,
         **kwargs,
     ):
         super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
@@ -147,6 +159,16 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
                 "gate_per_head=False: a full-width gate is a single gate for all heads. "
                 "Received: share_gate_weights_across_heads=False"
             )
+        if gate_bias_initializer is not None and not self._use_bias:
+            raise ValueError(
+                "Argument `gate_bias_initializer` needs use_bias=True: without biases the "
+                "gate has no bias to initialise. Received: use_bias=False, "
+                f"gate_bias_initializer={gate_bias_initializer!r}"
+            )
+        self._gate_bias_initializer = (
+            None if gate_bias_initializer is None
+            else keras.initializers.get(gate_bias_initializer)
+        )
         self._gate_dim = gate_dim
         self._gate_per_head = gate_per_head
         self._share_gate_weights = share_gate_weights_across_heads
@@ -168,6 +190,10 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
     def qk_gate(self):
         return self._qk_gate
 
+    @property
+    def gate_bias_initializer(self):
+        return self._gate_bias_initializer
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -175,6 +201,10 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
             gate_per_head=self._gate_per_head,
             share_gate_weights_across_heads=self._share_gate_weights,
             qk_gate=self._qk_gate,
+            gate_bias_initializer=(
+                None if self._gate_bias_initializer is None
+                else keras.initializers.serialize(self._gate_bias_initializer)
+            ),
         )
         return config
 
@@ -199,14 +229,20 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
             pool = ("btnh,nhg->btng", (None, heads, gate), "ng")
             out = ("btng,ngc->btnc", (None, heads, 2), "nc")
 
-        def dense(spec, name, input_shape):
+        def dense(spec, name, input_shape, bias_initializer=None):
             equation, output_shape, bias_axes = spec
+            common = self._get_common_kwargs_for_sublayer()
+            if bias_initializer is not None:
+                # A clone: a shared initializer instance would give every
+                # gate layer the same draw (as Keras MHA clones its own).
+                common["bias_initializer"] = bias_initializer.__class__.from_config(
+                    bias_initializer.get_config())
             layer = keras.layers.EinsumDense(
                 equation,
                 output_shape=output_shape,
                 bias_axes=bias_axes if bias else None,
                 name=name,
-                **self._get_common_kwargs_for_sublayer(),
+                **common,
             )
             layer.build(input_shape)
             return layer
@@ -215,7 +251,9 @@ class GatedMultiHeadAttention(StructuredMultiHeadAttention):
         self._qk_gate_query = dense(pool, "qk_gate_query", projected)
         self._qk_gate_key = dense(pool, "qk_gate_key", projected)
         pooled = self._qk_gate_query.compute_output_shape(projected)
-        self._qk_gate_output = dense(out, "qk_gate_output", pooled)
+        # The bias of FC_g sets where the sigmoid starts (`gate_bias_initializer`).
+        self._qk_gate_output = dense(out, "qk_gate_output", pooled,
+                                     self._gate_bias_initializer)
 
     def _check_inputs(self, query, value, key, state):
         if self._qk_gate and key is not None:

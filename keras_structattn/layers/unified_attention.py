@@ -39,6 +39,7 @@ BLOCK_OPTIONS = (
     "gate_per_head",
     "share_gate_weights_across_heads",
     "qk_gate",
+    "gate_bias_initializer",
     "mask_quadrants",
     "layer_norm",
     "layer_norm_epsilon",
@@ -148,9 +149,10 @@ class UnifiedAttentionBlock(PostNormSublayers):
             and after the FFN's ReLU (0.1 in the paper and the openvqa code).
         attention_dropout: on the attention weights; default `dropout`
             (the openvqa code uses the same rate).
-        gate_dim, gate_per_head, share_gate_weights_across_heads, qk_gate:
-            as in `GatedMultiHeadAttention` (`qk_gate=False`: the paper's
-            ablation without the gate, Fig. 5a).
+        gate_dim, gate_per_head, share_gate_weights_across_heads, qk_gate,
+            gate_bias_initializer: as in `GatedMultiHeadAttention`
+            (`qk_gate=False`: the paper's ablation without the gate, Fig.
+            5a; `gate_bias_initializer`: where the gates start).
         mask_quadrants: None (the UA block), "self" (block the
             self-attention quadrants A_TT and A_VV) or "co" (block the
             co-attention quadrants A_TV and A_VT): the ablations of Fig. 5b.
@@ -202,6 +204,7 @@ class UnifiedAttentionBlock(PostNormSublayers):
         gate_per_head=True,
         share_gate_weights_across_heads=True,
         qk_gate=True,
+        gate_bias_initializer=None,
         mask_quadrants=None,
         layer_norm="keras",
         layer_norm_epsilon=1e-6,
@@ -252,6 +255,7 @@ class UnifiedAttentionBlock(PostNormSublayers):
             gate_per_head=gate_per_head,
             share_gate_weights_across_heads=share_gate_weights_across_heads,
             qk_gate=qk_gate,
+            gate_bias_initializer=gate_bias_initializer,
             dropout=self.attention_dropout,
             seed=sub_seed(seed, 0),
             name="attention",
@@ -402,6 +406,7 @@ class UnifiedAttentionBlock(PostNormSublayers):
             gate_per_head=self.attention.gate_per_head,
             share_gate_weights_across_heads=self.attention.share_gate_weights_across_heads,
             qk_gate=self.attention.qk_gate,
+            gate_bias_initializer=self.attention.get_config()["gate_bias_initializer"],
             mask_quadrants=self.mask_quadrants,
             modality_norm=self.modality_norm,
         )

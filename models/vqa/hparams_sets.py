@@ -149,6 +149,7 @@ MUAN = dict(
     gate_per_head=True,
     share_gate_weights_across_heads=True,
     qk_gate=True,
+    gate_bias_init=0.0,
     mask_quadrants=NO_QUADRANT_MASK,
     layer_norm="keras",
     modality_norm=True,
@@ -175,6 +176,37 @@ def muan_tiny():
 def muan_tiny_nogate():
     """`muan_tiny` without the gate (the paper's Fig. 5a ablation)."""
     return derive(muan_tiny(), qk_gate=False)
+
+
+# MUAN at d 128 for the gate comparison (benchmarks/muan_gate_seeds.py):
+# the tiny set's d_h = 16 is far below the paper's 96, so the gate's
+# bilinear pooling works in 16 dimensions; here 4 heads of d_h = d_g = 32,
+# 4 blocks. Trained on MCAN's schedule stretched to 48 epochs, as the tiny
+# MCAN pair (13 epochs stopped it still learning), at the paper's rate
+# rule 1.5e-2 / sqrt(d L) = 6.6e-4 (Yu et al., 2019, Sec. IV-B).
+_MUAN_D128 = dict(hidden_size=128, num_heads=4, filter_size=512, num_blocks=4, word_dim=128,
+                  **dict(TINY_TRAINING, learning_rate=1.5e-2 / math.sqrt(128 * 4),
+                         **TINY_MCAN_SCHEDULE))
+# A gate bias the sigmoid starts near 1 at: sigmoid(4) = 0.982, so the two
+# gates scale the logits by 0.96 rather than about 0.25, while the
+# sigmoid's slope there (0.018) still lets the gate move.
+HIGH_GATE_BIAS = 4.0
+
+
+def muan_d128():
+    """MUAN at d 128 (h 4, d_h 32, L 4) for the Shapes world gate comparison."""
+    return derive(muan_base(), **_MUAN_D128)
+
+
+def muan_d128_nogate():
+    """`muan_d128` without the gate (Fig. 5a's ablation)."""
+    return derive(muan_d128(), qk_gate=False)
+
+
+def muan_d128_gate_bias():
+    """`muan_d128` with the gate's bias starting at `HIGH_GATE_BIAS` (M near 1 at
+    initialisation: the gate's function apart from its initial scaling)."""
+    return derive(muan_d128(), gate_bias_init=HIGH_GATE_BIAS)
 
 
 def muan_grounding_base():
@@ -219,9 +251,15 @@ def catt_vqa_hparams(**changes):
     return derive(_vqa_set(CATT_ARCHITECTURE, CATT_VQA), **changes)
 
 
+# K scaled to Shapes world, as the captioners' (models/captioning/
+# hparams_sets.py, `_WORLD_DICTIONARY`): the paper's K = 500 summarises
+# VQA-v2's regions and words, but Shapes world has 48 kinds of shape and a
+# few dozen question words, and 500 entries outnumbered the distinct word
+# vectors (332 on the confounded world), so K-means centres were copies
+# of single rows rather than summaries of the data.
 _CATT_VQA_TINY = dict(
     hidden_size=128, num_heads=4, filter_size=256, num_language_layers=2,
-    num_vision_layers=2, num_cross_layers=2, word_dim=128,
+    num_vision_layers=2, num_cross_layers=2, word_dim=128, dictionary_size=64,
     **dict(TINY_TRAINING, learning_rate=5e-4, epochs=4, decay_epochs="5"),
 )
 
@@ -237,7 +275,7 @@ def catt_vqa_small_nocatt():
 
 
 def catt_vqa_tiny():
-    """A CPU-sized Transformer+CATT for Shapes world: d 128, 4 heads, 2/2/2 layers, K 500."""
+    """A CPU-sized Transformer+CATT for Shapes world: d 128, 4 heads, 2/2/2 layers, K 64."""
     return catt_vqa_hparams(**_CATT_VQA_TINY)
 
 
@@ -250,7 +288,8 @@ SETS = {
     function.__name__: function
     for function in (
         mcan_small, mcan_large, mcan_pa_small, mcan_tiny, mcan_pa_tiny,
-        muan_base, muan_tiny, muan_tiny_nogate, muan_grounding_base, muan_grounding_tiny,
+        muan_base, muan_tiny, muan_tiny_nogate, muan_d128, muan_d128_nogate,
+        muan_d128_gate_bias, muan_grounding_base, muan_grounding_tiny,
         catt_vqa_small, catt_vqa_small_nocatt, catt_vqa_tiny, catt_vqa_tiny_nocatt,
     )
 }

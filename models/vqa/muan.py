@@ -85,6 +85,7 @@ class _UnifiedAttentionModel(VisionLanguageModel):
                      "modality_norm", "use_box_features"):
             checks.boolean(name, getattr(hp, name))
         checks.non_negative_int("box_feature_dim", hp.box_feature_dim)
+        hp.gate_bias_init = float(hp.gate_bias_init)
         if seed is not None:
             checks.non_negative_int("seed", seed)
         hp.dropout, hp.attention_dropout = float(hp.dropout), float(hp.attention_dropout)
@@ -106,9 +107,13 @@ class _UnifiedAttentionModel(VisionLanguageModel):
         # Built once the region features' width is known (`build`).
         self.box_projection = None
         # The stack's options are the hparams of the same names, but for
-        # `gate_dim` (0: None, the head size) and `mask_quadrants` ("none": None).
+        # `gate_dim` (0: None, the head size), `mask_quadrants` ("none": None)
+        # and `gate_bias_init` (the constant bias of FC_g; 0: the zeros of
+        # the paper's and openvqa's default).
         options = {name: getattr(hp, name) for name in BLOCK_OPTIONS if hasattr(hp, name)}
         options.update(
+            gate_bias_initializer=(keras.initializers.Constant(hp.gate_bias_init)
+                                   if hp.gate_bias_init else None),
             gate_dim=hp.gate_dim or None,
             mask_quadrants=None if hp.mask_quadrants == NO_QUADRANT_MASK else hp.mask_quadrants,
         )
@@ -213,6 +218,12 @@ class MUAN(_UnifiedAttentionModel, VQAModel):
         gate_dim: the gate's width d_g; 0 = the head size (the paper's 96).
         gate_per_head, share_gate_weights_across_heads, qk_gate: as in
             `GatedMultiHeadAttention` (`qk_gate=False`: no gate, Fig. 5a).
+        gate_bias_init: the constant the bias of the gate's FC_g starts at
+            (Eq. 5's M = sigmoid(FC_g(...))): 0 (default, the paper's and
+            openvqa's zeros: M starts near 0.5, the logits scaled by about
+            a quarter); e.g. 4 starts M near sigmoid(4) = 0.98, the plain
+            attention's logits (`GatedMultiHeadAttention`'s
+            `gate_bias_initializer`).
         mask_quadrants: `"none"`, `"self"` or `"co"` (Fig. 5b's ablations).
         layer_norm: `"keras"` or `"mcan"` (see `UnifiedAttentionBlock`).
         modality_norm: layer-normalize X and FC_y(Y) before concatenating

@@ -263,3 +263,33 @@ def test_read_vqa_results(tmp_path):
     check([{"question_id": "5", "answer": "a"}], "results[0]")
     check(good + [{"question_id": 5, "answer": "no"}], "question id 5 (results[2]): duplicate")
     check(good, "question id 3", question_ids={5})
+
+
+def test_relation_form_is_the_form_the_generator_drew():
+    """`relation_form` of each generated relation question, against the form
+    its generator was asked for (the private makers called with each form),
+    and on the written records the answers agree with the form."""
+    from keras_structattn.data.shapes_world import vqa as world_vqa
+    from keras_structattn.data.shapes_world.scenes import COLOR_NAMES
+    from keras_structattn.data.shapes_world.scenes import SHAPES
+
+    world = generate(train=40, val=0, test=0, tasks="vqa", seed=3)
+    rng = np.random.default_rng(0)
+    seen = set()
+    for scene in world.splits["train"].scenes:
+        landmarks = world_vqa._landmarks(scene)
+        for form in ("what_shape", "what_color", "yes_no"):
+            made = (world_vqa._relation_yes_no(scene, rng, landmarks) if form == "yes_no"
+                    else world_vqa._relation_what(scene, rng, landmarks, form))
+            if made is not None:
+                assert world_vqa.relation_form(made[0]) == form, made[0]
+                seen.add(form)
+    assert seen == set(world_vqa.RELATION_FORMS)
+    answers = {"yes_no": {"yes", "no"}, "what_color": set(COLOR_NAMES),
+               "what_shape": set(SHAPES)}
+    for records in world.splits["train"].tasks["vqa"]:
+        for record in records:
+            if record["question_type"] == "relation":
+                assert record["answer"] in answers[world_vqa.relation_form(record["question"])]
+    with pytest.raises(ValueError, match="relation question"):
+        world_vqa.relation_form("how many red shapes are there?")

@@ -503,3 +503,60 @@ def test_fused_path_equals_the_explicit_one(gate_per_head):
         np.testing.assert_allclose(fused, to_np(explicit), rtol=1e-5, atol=1e-5)
     bias = next(to_np(w) for w in layer.weights if w.path.endswith("attention_output/bias"))
     np.testing.assert_allclose(to_np(layer(x, x, attention_mask=mask))[0, 2], bias, atol=1e-6)
+
+
+# ------------------------------------------------- where the gates start
+
+
+def test_a_large_gate_bias_starts_the_gates_at_one_and_the_logits_unscaled():
+    """With FC_g's bias initialised large, M = sigmoid(...) is ~1 at
+    initialisation (Eq. 5), so the gated layer's attention equals the
+    plain one's (`qk_gate=False`, the same Q, K, V and output weights): the
+    gate's function apart from its initial scaling. At the default zero bias
+    the gates start near 0.5 and the attention is flatter (higher entropy)."""
+    x = random_inputs(30)
+    plain = GatedMultiHeadAttention(num_heads=2, key_dim=4, qk_gate=False)
+    high = GatedMultiHeadAttention(num_heads=2, key_dim=4,
+                                   gate_bias_initializer=keras.initializers.Constant(30.0))
+    zero = GatedMultiHeadAttention(num_heads=2, key_dim=4)
+    plain(x, x)
+    out, scores, gates = high(x, x, return_attention_scores=True, return_gates=True)
+    np.testing.assert_allclose(to_np(gates), 1.0, atol=1e-6)
+    # The gate's bias is the constant; the rest of the layer is initialised as usual.
+    assert np.all(weights_by_name(high)["qk_gate_output/bias"] == 30.0)
+    qkvo = {n: w for n, w in weights_by_name(high).items() if not n.startswith("qk_gate")}
+    for variable in plain.weights:
+        name = "/".join(variable.path.split("/")[-2:])
+        variable.assign(qkvo[name])
+    plain_out, plain_scores = plain(x, x, return_attention_scores=True)
+    np.testing.assert_allclose(to_np(scores), to_np(plain_scores), atol=1e-6)
+    np.testing.assert_allclose(to_np(out), to_np(plain_out), rtol=1e-5, atol=1e-5)
+    zero(x, x)
+    for variable in zero.weights:
+        name = "/".join(variable.path.split("/")[-2:])
+        if not name.startswith("qk_gate"):
+            variable.assign(qkvo[name])
+    _, zero_scores, zero_gates = zero(x, x, return_attention_scores=True, return_gates=True)
+    assert 0.3 < float(np.mean(to_np(zero_gates))) < 0.7
+    def entropy(weights):
+        weights = to_np(weights)
+        return float(np.mean(-np.sum(weights * np.log(weights + 1e-12), axis=-1)))
+
+    assert entropy(zero_scores) > entropy(plain_scores)
+
+
+def test_gate_bias_initializer_round_trips_and_needs_biases():
+    layer = GatedMultiHeadAttention(num_heads=2, key_dim=4,
+                                    gate_bias_initializer=keras.initializers.Constant(4.0))
+    config = layer.get_config()
+    clone = GatedMultiHeadAttention.from_config(config)
+    assert clone.get_config() == config
+    x = random_inputs(31)
+    clone(x, x)
+    assert np.all(weights_by_name(clone)["qk_gate_output/bias"] == 4.0)
+    # The other biases keep the layer's initializer.
+    assert np.all(weights_by_name(clone)["qk_gate_query/bias"] == 0.0)
+    assert GatedMultiHeadAttention(2, 4).get_config()["gate_bias_initializer"] is None
+    with pytest.raises(ValueError, match="gate_bias_initializer"):
+        GatedMultiHeadAttention(num_heads=2, key_dim=4, use_bias=False,
+                                gate_bias_initializer="ones")

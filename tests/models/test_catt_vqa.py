@@ -140,11 +140,12 @@ def test_sets_and_dispatch():
     import models.vqa.catt_vqa  # noqa: F401
 
     tiny = registry.get("catt_vqa_tiny")
-    assert tiny.dictionary_size == 500 and tiny.hidden_size == 128
+    # K scaled to Shapes world (the paper's 500 outnumbers its distinct word vectors).
+    assert tiny.dictionary_size == 64 and tiny.hidden_size == 128
     assert registry.get("catt_vqa_tiny_nocatt").dictionary_size == 0
     assert registry.get("catt_vqa_small").values() == dict(
         registry.get("catt_vqa_small_nocatt").values(), dictionary_size=500)
     built = vqa_models.build_vqa_model(tiny.override(**SIZES), VOCAB, ANSWERS)
-    assert isinstance(built, CATTVQA) and built.dictionary_size == 500
+    assert isinstance(built, CATTVQA) and built.dictionary_size == 64
     with pytest.raises(ValueError, match="dictionary_size"):
         CATTVQA(VOCAB, ANSWERS, dictionary_size=-1)

@@ -235,3 +235,26 @@ def test_bad_inputs_raise():
         model(inputs)
     with pytest.raises(ValueError, match="mask_quadrants"):
         muan.MUAN(VOCAB, ANSWERS, mask_quadrants="both")
+
+
+def test_gate_comparison_sets_and_the_gate_bias():
+    """The d 128 sets of the gate comparison (d_h 32, 4 blocks, the paper's
+    rate rule) differ only in the gate; `gate_bias_init` reaches every
+    block's FC_g bias, and those gates start near sigmoid(4)."""
+    gated = registry.get("muan_d128")
+    assert (gated.hidden_size // gated.num_heads, gated.num_blocks) == (32, 4)
+    np.testing.assert_allclose(gated.learning_rate, 1.5e-2 / np.sqrt(128 * 4))
+    assert gated.gate_bias_init == 0.0
+    assert registry.get("muan_d128_nogate").values() == gated.override(qk_gate=False).values()
+    high = registry.get("muan_d128_gate_bias")
+    assert high.values() == gated.override(gate_bias_init=4.0).values()
+    model = _vqa(gate_bias_init=4.0)
+    for block in model.stack.blocks:
+        bias = [w for w in block.weights if w.path.endswith("qk_gate_output/bias")]
+        np.testing.assert_array_equal(to_numpy(bias[0]), 4.0)
+    x = np.random.default_rng(0).normal(size=(2, 5, 16)).astype("float32")
+    gates = model.stack.blocks[0].attention(x, x, return_gates=True)[1]
+    assert 0.95 < float(np.mean(to_numpy(gates))) < 0.995
+    assert model.get_config()["gate_bias_init"] == 4.0
+    assert model.stack.blocks[0].get_config()["gate_bias_initializer"] is not None
+    assert _vqa().stack.blocks[0].get_config()["gate_bias_initializer"] is None

@@ -47,6 +47,36 @@ ASKED_YES_NO = DIRECTIONS + ("inside",)
 RELATION_FORM_PROBABILITIES = (0.4, 0.3, 0.3)
 
 
+def relation_form(question):
+    """The form of a relation question (`RELATION_FORMS`), read from its
+    text: the records keep only `question_type` "relation", and the forms
+    differ in what they test (yes/no: a relation between two named shapes;
+    what-shape / what-colour: find the one shape in a relation to a
+    landmark, then name an attribute of it).
+
+    The three templates begin differently: "is ..." (yes/no), "what color
+    is the ..." (what-colour) and "what is ..." / "what shape is ..."
+    (what-shape); see `_relation_yes_no` and `_relation_what`.
+
+    Args:
+        question: a relation question's text.
+
+    Returns:
+        "yes_no", "what_color" or "what_shape".
+
+    Raises:
+        ValueError: for a text none of the templates begins with.
+    """
+    text = question.strip().lower()
+    if text.startswith("is "):
+        return "yes_no"
+    if text.startswith("what color is the "):
+        return "what_color"
+    if text.startswith(("what is ", "what shape is ")):
+        return "what_shape"
+    raise ValueError(f"Not a Shapes world relation question: {question!r}")
+
+
 def _draw(rng, candidates):
     """Answer-first draw from `[(answer, ...)]`."""
     answers = sorted({c[0] for c in candidates})
