@@ -628,8 +628,9 @@ FEATURE_FORMATS = ("bottom_up_npz", "openvqa", "bottom_up_tsv", "mmf_npy", "mmf_
                    "butd_hdf5", "cocobu")
 
 
-def add_features_format_flags(data):
-    """`--features_format` and `--image_sizes`, for region features."""
+def add_features_format_flags(data, image_sizes=True):
+    """`--features_format` and (with `image_sizes`) `--image_sizes`, for
+    region features."""
     data.add_argument("--features_format", choices=FEATURE_FORMATS, default=None,
                       help="the layout of the region features (default: detected from what "
                       "is there, and refused where two could fit): bottom-up .npz folder, "
@@ -637,6 +638,8 @@ def add_features_format_flags(data):
                       "mmf LMDB, bottom-up-attention-vqa .hdf5 + _imgid2idx.pkl, "
                       "self-critical cocobu_att + cocobu_box (docs/recipes.md, \"Feature "
                       "formats\")")
+    if not image_sizes:
+        return
     data.add_argument("--image_sizes", type=input_file,
                       help="COCO JSON with the images' sizes (images: id, width, height: "
                       "instances or captions), for pixel boxes stored without them "
