@@ -123,18 +123,23 @@ def test_max_minutes_ends_with_a_checkpoint(tmp_path):
     assert history_from_csv(tmp_path / "history.csv")["step"] == [1]
 
 
-def test_fit_steps_runs_a_custom_step_with_the_same_rules(tmp_path):
-    model = make_model()
+def custom_step(**extra):
+    """A custom training step (`fit_steps`) on `batches`, its logs with `extra`."""
     data = batches(0)
 
     def step(model, index):
         x, y = next(data)
-        return {k: float(v) for k, v in
-                model.train_on_batch(x, y, return_dict=True).items()}
+        logs = model.train_on_batch(x, y, return_dict=True)
+        return {**{k: float(v) for k, v in logs.items()}, **extra}
 
+    return step
+
+
+def test_fit_steps_runs_a_custom_step_with_the_same_rules(tmp_path):
+    model = make_model()
     hook, calls = scripted(SCORES)
-    steps = _engine.fit_steps(model, flags(tmp_path, ("bleu", 2)), step, per_epoch=PER_EPOCH,
-                              total_steps=100, scores=hook)
+    steps = _engine.fit_steps(model, flags(tmp_path, ("bleu", 2)), custom_step(),
+                              per_epoch=PER_EPOCH, total_steps=100, scores=hook)
     assert steps == 4 * PER_EPOCH and len(calls) == 4
 
 
@@ -163,29 +168,26 @@ def test_progress_bars_count_the_phases_steps_from_a_resume(tmp_path, capsys):
                    for word in ("Epoch", "step:", "epoch_seconds"))
 
 
+def line_per_checkpoint(capsys):
+    """`--verbose 2`'s lines, without the status lines."""
+    return [line for line in capsys.readouterr().out.splitlines() if not line.startswith("[")]
+
+
 def test_progress_lines_name_the_pass_where_a_run_trains_by_epochs(tmp_path, capsys):
     model = make_model()
     _engine.fit(model, flags(tmp_path), batches, per_epoch=PER_EPOCH, epochs=1)
     capsys.readouterr()
     _engine.fit(model, flags(tmp_path, verbose=2), batches, per_epoch=PER_EPOCH, epochs=3)
-    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("[")]
+    lines = line_per_checkpoint(capsys)
     assert [line.split(" - ")[0] for line in lines] == ["Epoch 2/3", " 8/12", "Epoch 3/3",
                                                        "12/12"]
     assert "loss:" in lines[1]
 
 
 def test_a_custom_steps_progress_bar_shows_its_logs(tmp_path, capsys):
-    model = make_model()
-    data = batches(0)
-
-    def step(model, index):
-        x, y = next(data)
-        logs = model.train_on_batch(x, y, return_dict=True)
-        return {**{k: float(v) for k, v in logs.items()}, "reward": 0.5}
-
-    _engine.fit_steps(model, flags(tmp_path, verbose=2), step, per_epoch=PER_EPOCH,
-                      total_steps=6)
-    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("[")]
+    _engine.fit_steps(make_model(), flags(tmp_path, verbose=2), custom_step(reward=0.5),
+                      per_epoch=PER_EPOCH, total_steps=6)
+    lines = line_per_checkpoint(capsys)
     assert [line.split(" - ")[0] for line in lines] == ["4/6", "6/6"]
     assert "reward: 0.5000" in lines[0]
 

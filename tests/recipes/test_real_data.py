@@ -83,6 +83,12 @@ def test_vqa_readme_line_trains_and_later_commands_reuse_its_data(vqa_files, tmp
                        vqa_files["val"][1], *QUIET])
     assert 0 <= scores.overall <= 100
     assert not (out / "shapes_world").exists()
+    # The README's score line, on the official files and the run's results.
+    capsys.readouterr()
+    scored = vqa.main(["score", "--questions", vqa_files["val"][0], "--annotations",
+                       vqa_files["val"][1], "--results", str(out / "val_results.json")])
+    assert scored.overall == scores.overall
+    assert capsys.readouterr().out.splitlines()[-1].split()[0] == "overall"
 
 
 def test_vqa_a_run_of_before_without_its_data_is_refused_not_given_a_world(vqa_files,
