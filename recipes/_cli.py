@@ -272,14 +272,15 @@ def add_budget_flags(group, metrics, train_steps=False):
                             "schedule than one trained that long at once")
 
 
-def _add_fit_flags(train, keep_checkpoints, jit_help="", no_eval_help="", verbose_help=""):
+def _add_fit_flags(train, keep_checkpoints, jit_help="", no_eval_help=""):
     """`--keep_checkpoints`, `--jit`, `--no_eval` and `--verbose`."""
     train.add_argument("--keep_checkpoints", type=positive_int, default=keep_checkpoints)
     train.add_argument("--jit", choices=("auto", "on", "off"), default="auto",
                        help=f"jit_compile for fit (auto: Keras' choice{jit_help})")
     train.add_argument("--no_eval", action="store_true", help=f"train only{no_eval_help}")
     train.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                       help=f"{verbose_help}1 = progress bars (on stderr)")
+                       help="1 = a progress bar over the run's optimizer steps, 2 = one line "
+                            "per checkpoint (on stderr)")
 
 
 def add_distribution_flags(parser):
@@ -627,8 +628,9 @@ FEATURE_FORMATS = ("bottom_up_npz", "openvqa", "bottom_up_tsv", "mmf_npy", "mmf_
                    "butd_hdf5", "cocobu")
 
 
-def add_features_format_flags(data):
-    """`--features_format` and `--image_sizes`, for region features."""
+def add_features_format_flags(data, image_sizes=True):
+    """`--features_format` and (with `image_sizes`) `--image_sizes`, for
+    region features."""
     data.add_argument("--features_format", choices=FEATURE_FORMATS, default=None,
                       help="the layout of the region features (default: detected from what "
                       "is there, and refused where two could fit): bottom-up .npz folder, "
@@ -636,6 +638,8 @@ def add_features_format_flags(data):
                       "mmf LMDB, bottom-up-attention-vqa .hdf5 + _imgid2idx.pkl, "
                       "self-critical cocobu_att + cocobu_box (docs/recipes.md, \"Feature "
                       "formats\")")
+    if not image_sizes:
+        return
     data.add_argument("--image_sizes", type=input_file,
                       help="COCO JSON with the images' sizes (images: id, width, height: "
                       "instances or captions), for pixel boxes stored without them "
@@ -709,7 +713,7 @@ def add_seq2seq_training_flags(parser, metrics, *, train_steps, train_steps_help
                        default=steps_per_checkpoint)
     add_budget_flags(train, metrics)
     _add_fit_flags(train, keep_checkpoints, jit_help="; docs/translation.md",
-                   no_eval_help="; skip the evaluation", verbose_help="Keras fit verbosity: ")
+                   no_eval_help="; skip the evaluation")
     return train
 
 

@@ -12,7 +12,9 @@ the same way:
   new column widens it), TensorBoard logs, checkpoints, `curves.png`, and
   with early stopping `best.weights.h5` / `best.json`, which the model
   holds when training ends and `evaluate` loads. Early stopping's state is
-  read back from `history.csv`, so it survives a kill.
+  read back from `history.csv`, so it survives a kill;
+- shows progress (`--verbose`) as bars over the phase's optimizer steps
+  (`StepProgress`), which a resumed run opens at its resumed step.
 
 `--scale_schedule` and `--warmup_fraction` fit a learning-rate schedule to
 the run's budget (`schedule_scale`, `warmup_steps`), so that a shortened run
@@ -34,6 +36,7 @@ from keras_structattn.training.callbacks import EarlyStopping
 from keras_structattn.training.callbacks import EpochCheckpoints
 from keras_structattn.training.callbacks import EpochTime
 from keras_structattn.training.callbacks import LogStep
+from keras_structattn.training.callbacks import StepProgress
 from keras_structattn.training.callbacks import StopAfterMinutes
 from keras_structattn.training.callbacks import StopAtStep
 from keras_structattn.training.callbacks import ValidationScores
@@ -203,25 +206,28 @@ def fit(model, args, data=None, *, step=None, per_epoch, epochs=None, total_step
         where = (f"at step {done} ({epochs_done} checkpoints so far)" if epochs is None
                  else f"at epoch {epochs_done + 1} (step {done})")
         print(f"[train] resuming {label + ' ' if label else ''}{where}")
+    passes = epochs  # None: the phase trains to a step count
     if epochs is None:
         epochs = epochs_done + math.ceil((total_steps - done) / per_epoch)
-        if args.verbose == 1:
-            # Keras' bars say "Epoch k/n": here k counts checkpoint intervals, not passes
-            # over the data, and a resumed run's k goes on from its checkpoints.
-            print(f"[train] {prefix}the progress bars' \"Epoch k/{epochs}\" counts intervals "
-                  f"of {per_epoch} steps between checkpoints (steps {done} to {total_steps})")
     callbacks, stoppers = _callbacks(args, phase, replicas, total_steps, scores)
+    if args.verbose:
+        # Our bars, not Keras': theirs count each epoch's batches under "Epoch k/n",
+        # k a checkpoint interval that a resumed run counts on from its checkpoints.
+        end = done + (epochs - epochs_done) * per_epoch
+        callbacks.append(StepProgress(min(end, total_steps or end), args.verbose,
+                                      steps_per_pass=per_epoch if passes else None,
+                                      passes=passes))
     start = time.time()
     if step is None:
         model.fit(data(done), steps_per_epoch=per_epoch, epochs=epochs,
                   initial_epoch=epochs_done, validation_data=validation,
                   validation_steps=validation_steps,
                   shuffle=False,  # the recipes' streams shuffle (seeded, resumable) themselves
-                  callbacks=callbacks, verbose=args.verbose)
+                  callbacks=callbacks, verbose=0)
     else:
         fit_custom_steps(model, step, callbacks, first_step=done,
                          epochs=range(epochs_done, epochs), steps_per_epoch=per_epoch,
-                         verbose=args.verbose)
+                         verbose=0)
     steps = steps_done(model)
     reasons = [c.reason for c in stoppers if c.reason]
     print(f"[train] {prefix}{steps} steps "

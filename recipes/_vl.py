@@ -113,6 +113,8 @@ class Task:
         PREDICTED: what `predict` writes ("answers").
         PICTURES: the folder under DIR that `visualize` writes.
         WITH_EPOCH: training targets drawn anew each epoch.
+        NAME_IDS: the image ids are names (str, TextVQA's): region stores
+            are keyed by their files' names (`open_store`).
 
     Hooks (see each method): `load_splits`, `new_vocabs`, `new_hparams`,
     `new_model`, `dummy_inputs`, `schedule`, `no_split`, `decode`,
@@ -125,11 +127,12 @@ class Task:
     ITEMS, DONE, PREDICTED = "questions", "answered", "answers"
     PICTURES = "attention"
     WITH_EPOCH = False
+    NAME_IDS = False
 
     def __init__(self, args):
         self.args = args
         self.data_given = _cli.given(args, *self.RECIPE.DATA_FLAGS)
-        self._stores, self._sizes = {}, None  # `RegionTask.open_store`'s
+        self._stores, self._sizes = {}, None  # `open_store`'s
 
     @classmethod
     def run(cls, args):
@@ -211,6 +214,27 @@ class Task:
         for split, encoded in pairs:
             image_features.check_shapes(split.store, [r.image_id for r in split.records])
             encoded.batch(np.arange(min(len(encoded), batch_size)))
+
+    def image_sizes(self, records):
+        """Hook: `{image_id: (width, height)}` for pixel boxes stored without
+        them (--image_sizes; grounding's instances have them), or None."""
+        if not getattr(self.args, "image_sizes", None):
+            return None
+        if self._sizes is None:
+            self._sizes = feature_formats.image_sizes_from_coco(self.args.image_sizes)
+        return self._sizes
+
+    def open_store(self, features, records):
+        """The region store at `features` (--features_format, else detected),
+        opened once per command: every split of one file shares it; keyed
+        by the images' names where `NAME_IDS`."""
+        if features not in self._stores:
+            store = feature_formats.open_region_features(
+                features, getattr(self.args, "features_format", None),
+                image_sizes=self.image_sizes(records), name_ids=self.NAME_IDS)
+            print(f"[data] features: {store.describe()}")
+            self._stores[features] = store
+        return self._stores[features]
 
     def read_vocabs(self, run):
         return {name: read(run.file(file)) for name, (file, read) in self.VOCAB_FILES.items()}
@@ -558,26 +582,6 @@ class RegionTask(Task):
         return StepWarmupDecay(hparams.learning_rate, scaled_epoch,
                                warmup_epochs=hparams.warmup_epochs,
                                decay_epochs=decay_epochs(hparams), decay_rate=hparams.decay_rate)
-
-    def image_sizes(self, records):
-        """Hook: `{image_id: (width, height)}` for pixel boxes stored without
-        them (--image_sizes; grounding's instances have them), or None."""
-        if not getattr(self.args, "image_sizes", None):
-            return None
-        if self._sizes is None:
-            self._sizes = feature_formats.image_sizes_from_coco(self.args.image_sizes)
-        return self._sizes
-
-    def open_store(self, features, records):
-        """The region store at `features` (--features_format, else detected),
-        opened once per command: every split of one file shares it."""
-        if features not in self._stores:
-            store = feature_formats.open_region_features(
-                features, getattr(self.args, "features_format", None),
-                image_sizes=self.image_sizes(records))
-            print(f"[data] features: {store.describe()}")
-            self._stores[features] = store
-        return self._stores[features]
 
     def read_split(self, name, records, features, describe):
         """The `Split` of `records` whose images the features file or folder

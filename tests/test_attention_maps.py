@@ -46,6 +46,39 @@ def test_png_outlines_the_top_area(tmp_path):
         assert (xs.max(), ys.max()) == ((col + width) * 16 - 1, (row + height) * 16 - 1)
 
 
+def test_word_areas_lit_by_their_weights_above_a_colour_scale():
+    """Given the weights, each panel is a spotlight of them: a pixel shows
+    the largest weight of the areas covering it over the largest of any
+    word (one scale for every panel), drawn below the panels."""
+    grid, size = (4, 4), 64  # 16-pixel cells
+    coordinates = [tuple(c) for c in area_coordinates(16, 4, 2, 2)]
+    weights = np.zeros((2, len(coordinates)))
+    weights[0, coordinates.index((1, 2, 2, 2))] = 0.6
+    weights[0, coordinates.index((0, 0, 1, 1))] = 0.2
+    weights[1, coordinates.index((3, 0, 1, 1))] = 0.3
+    areas = attention_maps.top_areas(weights, coordinates)
+    image = np.full((32, 32, 3), 200, np.uint8)
+    picture = attention_maps.draw_word_areas(image, ["disc", "<eos>"], areas, grid,
+                                             panel_size=size, weights=weights[None],
+                                             coordinates=coordinates)
+    pixels = np.asarray(picture.convert("RGB")).astype(int)
+    panels = size + attention_maps.LABEL_HEIGHT
+    assert pixels.shape[0] == panels + attention_maps.SCALE_HEIGHT
+    dim = attention_maps.DIM
+
+    def shown(weight):
+        return 200 * (dim + (1 - dim) * weight / 0.6)
+
+    for (x, y), weight in (((48, 32), 0.6), ((8, 8), 0.2), ((8, 56), 0.0),
+                           ((64 + 8, 56), 0.3), ((64 + 48, 32), 0.0)):
+        np.testing.assert_allclose(pixels[y, x], shown(weight), atol=1)
+    strip = pixels[panels + 2 + 5]
+    np.testing.assert_allclose(strip[5], 255 * dim, atol=3)
+    np.testing.assert_allclose(strip[160], 255, atol=6)
+    with pytest.raises(ValueError, match="go together"):
+        attention_maps.draw_word_areas(image, ["disc"], areas[:1], grid, weights=weights[:1])
+
+
 def test_mismatched_lengths_raise():
     with pytest.raises(ValueError, match="one area per word"):
         attention_maps.draw_word_areas(np.zeros((4, 4, 3)), ["a"], np.zeros((2, 4)), (2, 2))

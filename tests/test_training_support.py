@@ -1,6 +1,6 @@
 """The training support the recipes use (`keras_structattn.training`): run
 folder files written whole, `restarting` streams, the writers of process 0
-and the custom-step loop."""
+the custom-step loop and its progress bar."""
 
 import json
 import os
@@ -115,3 +115,15 @@ def test_fit_custom_steps_averages_each_epochs_logs():
                      steps_per_epoch=2, verbose=0)
     assert seen == [4, 5, 6, 7]
     assert epochs == [(2, {"loss": 4.5}), (3, {"loss": 6.5})]
+
+
+def test_a_resumed_progress_bar_times_its_own_steps():
+    """A bar opened at step 50 of a resumed run: Keras' estimate would
+    divide the time since it opened by 51 steps, not by the 1 it timed."""
+    from keras_structattn.training.callbacks import _BarFrom
+
+    bar = _BarFrom(100, first=50, verbose=0)
+    bar._start = 0.0
+    assert bar._estimate_step_duration(50, now=0.5) == 0
+    assert bar._estimate_step_duration(51, now=2.0) == 2.0
+    assert bar._estimate_step_duration(53, now=4.0) == 1.0  # the first step's time left out

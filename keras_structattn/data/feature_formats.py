@@ -26,6 +26,10 @@ Each format is read as its writer leaves it, and named by one string
   `[N, C]`) with `cocobu_box/<id>.npy` (`[N, 4]` pixel boxes) beside it
   (`CocobuFeatures`; its pixel boxes need the images' sizes).
 
+Where image ids are names, not ints (TextVQA's Open Images ids), the
+`NAMED_FORMATS` take `name_ids=True`: each file's (or key's) name is its
+image id, a str.
+
 `detect_format(path)` names the format of a path from what is there,
 and refuses to guess when two could fit. Every reader checks each image's
 arrays against the layout it claims: a shape that cannot be that layout is
@@ -38,7 +42,6 @@ Pickled files (`_info.npy`, `imgid2idx.pkl`, LMDB values) are read with
 import base64
 import os
 import pickle
-import re
 
 import numpy as np
 
@@ -49,13 +52,14 @@ from keras_structattn.data.image_features import FolderFeatures
 FORMATS = ("bottom_up_npz", "openvqa", "bottom_up_tsv", "mmf_npy", "mmf_lmdb", "butd_hdf5",
            "cocobu")
 TSV_FIELDS = ("image_id", "image_w", "image_h", "num_boxes", "boxes", "features")
-_COCO_OR_ID = re.compile(r"(?:COCO_[A-Za-z]+\d{4}_)?(\d+)(?:\.(?:jpe?g|png))?", re.IGNORECASE)
+# The formats whose files or keys are named by image (`name_ids` reads the
+# names as the ids); the others hold int ids (COCO's) in their data.
+NAMED_FORMATS = ("bottom_up_npz", "openvqa", "mmf_npy", "mmf_lmdb")
 
 
-def _id_of_name(name):
-    """The image id a file (or key) name carries: digits, or COCO's name."""
-    match = _COCO_OR_ID.fullmatch(name)
-    return int(match.group(1)) if match else None
+def _id_of_name(name, name_ids):
+    """The image id of a file or key name: the name itself with `name_ids`."""
+    return name if name_ids else image_features._id_of_name(name)
 
 
 def _load_pickle(path, what):
@@ -144,9 +148,12 @@ class MmfFolderFeatures(FolderFeatures):
 
     Args:
         folder: the folder.
+        name_ids: whether `<name>` is the image id as it is (a str:
+            TextVQA's Open Images ids, `0054c91397f2fe05.npy`), not an int
+            read from it.
     """
 
-    def __init__(self, folder):
+    def __init__(self, folder, name_ids=False):
         folder = os.fspath(folder)
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"No such feature folder: {folder!r}")
@@ -156,7 +163,7 @@ class MmfFolderFeatures(FolderFeatures):
             stem, ext = os.path.splitext(entry.name)
             if ext != ".npy" or stem.endswith("_info") or stem.startswith("."):
                 continue
-            image_id = _id_of_name(stem)
+            image_id = _id_of_name(stem, name_ids)
             if image_id is None or not os.path.exists(os.path.join(folder, f"{stem}_info.npy")):
                 unmatched.append(entry.name)
                 continue
@@ -215,11 +222,13 @@ class LmdbFeatures(FeatureStore):
 
     Args:
         path: the LMDB folder (holding `data.mdb`) or file.
+        name_ids: whether each key is the image id as it is (a str), not
+            an int read from it.
     """
 
     kind = "regions"
 
-    def __init__(self, path):
+    def __init__(self, path, name_ids=False):
         try:
             import lmdb
         except ImportError:
@@ -236,7 +245,7 @@ class LmdbFeatures(FeatureStore):
             for key in txn.cursor().iternext(keys=True, values=False):
                 if key == b"keys":
                     continue
-                image_id = _id_of_name(key.decode("utf-8", "replace"))
+                image_id = _id_of_name(key.decode("utf-8", "replace"), name_ids)
                 if image_id is None:
                     self.unmatched_keys.append(key)
                     continue
@@ -462,7 +471,8 @@ def detect_format(path):
     return None
 
 
-def open_region_features(path, features_format=None, *, file_names=None, image_sizes=None):
+def open_region_features(path, features_format=None, *, file_names=None, image_sizes=None,
+                         name_ids=False):
     """Opens region features in the named format, or the detected one.
 
     Args:
@@ -472,6 +482,9 @@ def open_region_features(path, features_format=None, *, file_names=None, image_s
         file_names: as `image_features.open_features`'s.
         image_sizes: as `image_features.open_features`'s (self-critical's
             pixel boxes need them).
+        name_ids: whether the image ids are the files' (or keys') names,
+            str, as TextVQA's: only the `NAMED_FORMATS` (or a folder of
+            per-image files) name their images.
 
     Returns:
         A regions `FeatureStore`.
@@ -486,16 +499,22 @@ def open_region_features(path, features_format=None, *, file_names=None, image_s
         raise ValueError(f"{name}: --features_format {found} is a folder of per-image files.")
     if found in ("bottom_up_tsv", "butd_hdf5") and not os.path.isfile(name):
         raise ValueError(f"{name}: --features_format {found} is one file.")
-    if found == "openvqa":
+    if name_ids and not (found in NAMED_FORMATS or (found is None and os.path.isdir(name))):
+        what = f"--features_format {found}" if found else "a feature file"
+        raise ValueError(f"{name}: {what} keys its images by int ids (COCO's), and these image "
+                         "ids are names: use a format that names its images "
+                         f"({', '.join(NAMED_FORMATS)}).")
+    if found in ("openvqa", "bottom_up_npz") or (found is None and name_ids):
+        layout = {"openvqa": "channels_first", "bottom_up_npz": "rows"}.get(found)
         return FolderFeatures(name, "regions", file_names=file_names, image_sizes=image_sizes,
-                              layout="channels_first")
-    if found == "bottom_up_npz":
-        return FolderFeatures(name, "regions", file_names=file_names, image_sizes=image_sizes,
-                              layout="rows")
-    readers = {"bottom_up_tsv": TsvFeatures, "mmf_npy": MmfFolderFeatures,
-               "mmf_lmdb": LmdbFeatures, "butd_hdf5": Hdf5RowFeatures}
-    if found in readers:
-        return readers[found](name)
+                              layout=layout, name_ids=name_ids)
+    if found in ("mmf_npy", "mmf_lmdb"):
+        return {"mmf_npy": MmfFolderFeatures, "mmf_lmdb": LmdbFeatures}[found](
+            name, name_ids=name_ids)
+    if found == "bottom_up_tsv":
+        return TsvFeatures(name)
+    if found == "butd_hdf5":
+        return Hdf5RowFeatures(name)
     if found == "cocobu":
         return CocobuFeatures(name, image_sizes=image_sizes)
     return image_features.open_features(name, "regions", file_names=file_names,

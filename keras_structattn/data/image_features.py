@@ -62,7 +62,7 @@ _COUNT_KEYS = ("num_boxes", "num_bbox")
 # COCO's image file names carry the image id (`COCO_val2014_000000000123`);
 # feature files keep them, with (OpenVQA's `COCO_train2014_<id>.jpg.npz`)
 # or without the image's extension.
-_COCO_NAME = re.compile(r"COCO_[A-Za-z]+\d{4}_(\d+)(?:\.(?:jpe?g|png))?", re.IGNORECASE)
+_COCO_NAME = re.compile(r"(?:COCO_[A-Za-z]+\d{4}_)?(\d+)(?:\.(?:jpe?g|png))?", re.IGNORECASE)
 
 
 def _image_id(value):
@@ -72,6 +72,26 @@ def _image_id(value):
         return operator.index(value)
     except TypeError:
         raise ValueError(f"An image id must be an int. Received: {value!r:.80}") from None
+
+
+def _image_key(value):
+    """An image id as a store looks it up: an int, or a non-empty str in the
+    stores whose ids are names (`name_ids`)."""
+    if isinstance(value, str) and value:
+        return value
+    return _image_id(value)
+
+
+def _id_of_name(name, stems=None):
+    """The int image id a file (or key) name carries: its digits, the id
+    `stems` maps it to (`_file_name_ids`), or the id COCO's image name ends
+    in (with or without the image's extension); None when it carries none."""
+    if name.isascii() and name.isdigit():
+        return int(name)
+    if stems and name in stems:
+        return stems[name]
+    match = _COCO_NAME.fullmatch(name)
+    return int(match.group(1)) if match else None
 
 
 def _normalize_boxes(boxes, size, where):
@@ -119,7 +139,7 @@ def _size_lookup(image_sizes):
     if image_sizes is None:
         return lambda image_id: None
     if isinstance(image_sizes, dict):
-        sizes = {_image_id(k): tuple(v) for k, v in image_sizes.items()}
+        sizes = {_image_key(k): tuple(v) for k, v in image_sizes.items()}
         return sizes.get
     size = tuple(image_sizes)
     if len(size) != 2:
@@ -156,13 +176,13 @@ class FeatureStore:
         raise NotImplementedError
 
     def __contains__(self, image_id):
-        return _image_id(image_id) in self._ids()
+        return _image_key(image_id) in self._ids()
 
     def __len__(self):
         return len(self._ids())
 
     def _check_kind(self, kind, image_id):
-        image_id = _image_id(image_id)
+        image_id = _image_key(image_id)
         if self.kind != kind:
             raise ValueError(
                 f"{self.path} is a {self.kind} feature store; `{kind}(image_id)` needs "
@@ -287,7 +307,9 @@ class FolderFeatures(FeatureStore):
     or OpenVQA's `COCO_train2014_000000000123.jpg.npz`), or by the stem of
     the image's file name when `file_names` maps ids to file names (that
     mapping wins over the id in a COCO name). Files no name matches are
-    left out and listed in `unmatched_files`.
+    left out and listed in `unmatched_files`. With `name_ids`, a file's
+    name (its stem) is its image id, a str: datasets whose ids are names,
+    as TextVQA's Open Images ids (`0054c91397f2fe05.npz`).
 
     File contents:
 
@@ -309,12 +331,20 @@ class FolderFeatures(FeatureStore):
         image_sizes: None, a `(width, height)` pair for every image, or a dict
             `{image_id: (width, height)}`, for pixel boxes without
             `image_w`/`image_h`.
+        layout: how region files hold their features (`REGION_LAYOUTS`),
+            or None (told from the first file that shows it).
+        name_ids: whether image ids are the files' names (str), not ints
+            read from them (then without `file_names`).
     """
 
-    def __init__(self, folder, kind=None, *, file_names=None, image_sizes=None, layout=None):
+    def __init__(self, folder, kind=None, *, file_names=None, image_sizes=None, layout=None,
+                 name_ids=False):
         folder = os.fspath(folder)
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"No such feature folder: {folder!r}")
+        if name_ids and file_names is not None:
+            raise ValueError("Arguments `file_names` and `name_ids=True` exclude each other: "
+                             "with `name_ids` a file's name is its image id.")
         if kind is not None:
             checks.one_of("kind", kind, KINDS)
         if layout is not None:
@@ -328,14 +358,8 @@ class FolderFeatures(FeatureStore):
             stem, ext = os.path.splitext(entry.name)
             if ext not in (".npy", ".npz") or not entry.is_file() or stem.startswith("."):
                 continue
-            coco = _COCO_NAME.fullmatch(stem)
-            if stem.isascii() and stem.isdigit():
-                image_id = int(stem)
-            elif stem in stems:
-                image_id = stems[stem]
-            elif coco:
-                image_id = int(coco.group(1))
-            else:
+            image_id = stem if name_ids else _id_of_name(stem, stems)
+            if image_id is None:
                 unmatched.append(entry.name)
                 continue
             if image_id in files:
@@ -780,7 +804,7 @@ def check_shapes(store, image_ids=None):
     keys = _FEATURE_KEYS if store.kind == "regions" else ("features", "grid")
     shapes = {}
     for image_id in store.image_ids() if image_ids is None else image_ids:
-        path = store._files.get(_image_id(image_id))
+        path = store._files.get(_image_key(image_id))
         if path is None:
             continue
         shape = _stored_shape(path, keys)

@@ -6,7 +6,8 @@ the caption-to-image attention weights over areas `[heads, T, num_areas]`
 (`MultiHeadAreaAttention(return_attention_scores=True)`) and the layer's
 `area_coordinates()`, `top_areas` picks, for each word, the area with the
 largest weight averaged over heads, and `draw_word_areas` draws one panel
-per word: the image with that area outlined and the word beneath.
+per word: the image with that area outlined and the word beneath, and given
+the weights, lit by them (`spotlight`) above their colour scale.
 
 For region features (VQA, grounding), `draw_region_weights` lights each
 region box by its attention weight (MCAN's AttFlat weights, Yu et al.,
@@ -81,8 +82,15 @@ def area_rectangle(area, grid_shape, size):
             round((col + width) * cell_w) - 1, round((row + height) * cell_h) - 1)
 
 
-def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE, title=()):
+def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE, title=(), *,
+                    weights=None, coordinates=None):
     """One panel per word: the image, the word's top area outlined, the word.
+
+    With `weights` (and their areas' `coordinates`) each panel is also a
+    spotlight of the word's weights over the areas (`spotlight`: a pixel
+    shows the largest weight of the areas that cover it, over the largest
+    weight of any word, so that the panels compare), with the colour scale
+    of that shading below the panels.
 
     Args:
         image: uint8 `[H, W, 3]` (any size; each panel scales its longer
@@ -93,6 +101,11 @@ def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE, titl
         grid_shape: `(rows, cols)` of the feature grid.
         panel_size: the panels' longer side in pixels.
         title: lines of text above the panels (the caption).
+        weights: optional float `[T, num_areas]` (or `[heads, T,
+            num_areas]`, averaged over heads), the words' weights over the
+            areas.
+        coordinates: int `[num_areas, 4]` `(row, col, height, width)` of
+            the areas of `weights`.
 
     Returns:
         A `PIL.Image.Image` (RGB).
@@ -102,23 +115,39 @@ def draw_word_areas(image, words, areas, grid_shape, panel_size=PANEL_SIZE, titl
 
     if len(words) != len(areas):
         raise ValueError(f"{len(words)} words but {len(areas)} areas: one area per word")
+    if (weights is None) != (coordinates is None):
+        raise ValueError("`weights` and `coordinates` go together (the areas' weights)")
     base = Image.fromarray(np.asarray(image, np.uint8)).convert("RGB")
     panel_w, panel_h = fitted_size(base.size, panel_size)
     base = base.resize((panel_w, panel_h), Image.NEAREST)
+    panels = [base] * len(words)
+    if weights is not None:
+        weights = np.asarray(weights, np.float64)
+        weights = weights.mean(axis=0) if weights.ndim == 3 else weights
+        if weights.shape != (len(words), len(coordinates)):
+            raise ValueError(f"`weights` must be [T={len(words)}, num_areas="
+                             f"{len(coordinates)}]; got shape {weights.shape}")
+        rectangles = [area_rectangle(a, grid_shape, (panel_w, panel_h)) for a in coordinates]
+        pixels = np.asarray(base, np.float64)
+        largest = float(weights.max())
+        panels = [spotlight(pixels, rectangles, row, largest) for row in weights]
     columns = min(PANELS_PER_ROW, max(1, len(words)))
     rows = max(1, -(-len(words) // columns))
     height = panel_h + LABEL_HEIGHT
     header = TITLE_LINE * len(title) + (6 if title else 0)
-    canvas = Image.new("RGB", (max(columns * panel_w, 300), rows * height + header),
+    scale = SCALE_HEIGHT if weights is not None else 0
+    canvas = Image.new("RGB", (max(columns * panel_w, 300), rows * height + header + scale),
                        (255, 255, 255))
     draw = ImageDraw.Draw(canvas)
     _title(draw, title, 0, 0)
-    for k, (word, area) in enumerate(zip(words, areas)):
+    for k, (word, area, panel) in enumerate(zip(words, areas, panels)):
         left, top = (k % columns) * panel_w, header + (k // columns) * height
-        canvas.paste(base, (left, top))
+        canvas.paste(panel, (left, top))
         x0, y0, x1, y1 = area_rectangle(area, grid_shape, (panel_w, panel_h))
         outline(draw, (left + x0, top + y0, left + x1, top + y1), OUTLINE)
         draw.text((left + 4, top + panel_h + 3), word, fill=(0, 0, 0))
+    if weights is not None:
+        weight_scale(draw, 4, header + rows * height + 2, min(160, canvas.width - 8), largest)
     return canvas
 
 
@@ -149,6 +178,39 @@ def brightness_colors(values):
     """The spotlight's shading as a scale: grey at `DIM` to white."""
     v = DIM + (1.0 - DIM) * np.clip(np.asarray(values, np.float64), 0.0, 1.0)
     return np.round(255 * np.repeat(v[..., None], 3, -1)).astype(np.uint8)
+
+
+def spotlight(pixels, rectangles, weights, largest):
+    """An image dimmed to `DIM` of its brightness, each rectangle lit back
+    in proportion to its weight: a pixel shows `DIM + (1 - DIM) * w /
+    largest` of its colour, w the largest weight of the rectangles that
+    cover it.
+
+    Args:
+        pixels: float `[H, W, 3]`, the image.
+        rectangles: `(x0, y0, x1, y1)` inclusive pixel corners, one per weight.
+        weights: float `[N]` (negative ones light nothing).
+        largest: the weight shown at full brightness (> 0; else nothing is lit).
+
+    Returns:
+        A `PIL.Image.Image` (RGB).
+    """
+    from PIL import Image
+
+    light = np.zeros(pixels.shape[:2])
+    if largest > 0:
+        for (x0, y0, x1, y1), weight in zip(rectangles, weights):
+            region = light[y0:y1 + 1, x0:x1 + 1]
+            np.maximum(region, max(0.0, float(weight)) / largest, out=region)
+    scale = DIM + (1.0 - DIM) * light
+    return Image.fromarray(np.round(pixels * scale[..., None]).astype(np.uint8))
+
+
+def weight_scale(draw, left, top, width, largest):
+    """The colour scale of a `spotlight` whose full brightness is `largest`."""
+    lit = largest > 0
+    draw_scale(draw, left, top, width, brightness_colors, "0",
+               f"{largest:.2g}" if lit else "-", "weight" if lit else "no weight")
 
 
 DIM = 0.25  # the brightness of what no region lights
@@ -194,15 +256,10 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, ou
     base = Image.fromarray(np.asarray(image, np.uint8)).convert("RGB")
     width, height = fitted_size(base.size, size)
     pixels = np.asarray(base.resize((width, height), Image.NEAREST), np.float64)
-    light = np.zeros((height, width))
-    top = float(weights.max()) if len(weights) and weights.max() > 0 else 1.0
+    top = float(weights.max()) if len(weights) else 0.0
     corner = np.array([width - 1, height - 1, width - 1, height - 1], np.float64)
-    for box, weight in zip(boxes, weights):
-        x0, y0, x1, y1 = (int(round(v)) for v in box * corner)
-        region = light[y0:y1 + 1, x0:x1 + 1]
-        np.maximum(region, max(0.0, weight) / top, out=region)
-    scale = DIM + (1.0 - DIM) * light
-    shaded = Image.fromarray(np.round(pixels * scale[..., None]).astype(np.uint8))
+    shaded = spotlight(pixels, [tuple(int(round(v)) for v in box * corner) for box in boxes],
+                       weights, top)
     if outlines is None:
         outlines = [(boxes[int(np.argmax(weights))], OUTLINE)] if len(weights) else []
     for box, color in outlines:
@@ -214,9 +271,7 @@ def draw_region_weights(image, boxes, weights, title=(), size=PANEL_SIZE * 2, ou
     draw = ImageDraw.Draw(canvas)
     _title(draw, title, 0, 0)
     # What the shading means: a box's brightness is its weight over the largest.
-    lit = len(weights) and weights.max() > 0
-    draw_scale(draw, 4, header + height + 4, min(160, canvas.width - 8), brightness_colors,
-               "0", f"{top:.2g}" if lit else "-", "weight" if lit else "no weight")
+    weight_scale(draw, 4, header + height + 4, min(160, canvas.width - 8), top)
     return canvas
 
 

@@ -204,6 +204,8 @@ def steps_done(model):
 class LogStep(keras.callbacks.Callback):
     """Puts the optimizer step into each epoch's logs (the x of the curves)."""
 
+    KEYS = ("step",)
+
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
             logs["step"] = steps_done(self.model)
@@ -218,6 +220,8 @@ class EpochTime(keras.callbacks.Callback):
     asynchronous dispatch included).
     """
 
+    KEYS = ("epoch_seconds", "cpu_per_wall")
+
     def __init__(self):
         super().__init__()
         self._start = None
@@ -231,6 +235,87 @@ class EpochTime(keras.callbacks.Callback):
         wall = time.perf_counter() - self._start[0]
         logs["epoch_seconds"] = wall
         logs["cpu_per_wall"] = (time.process_time() - self._start[1]) / max(wall, 1e-9)
+
+
+class _BarFrom(keras.utils.Progbar):
+    """A `Progbar` whose first value is `first`, not 0: Keras estimates the
+    time per step (and so the ETA) as if counting began at 0, which for a
+    bar starting at a resumed step 1200 would be 1200 times too short."""
+
+    def __init__(self, target, first, **kwargs):
+        super().__init__(target, **kwargs)
+        self._first = first
+
+    def _estimate_step_duration(self, current, now):
+        return super()._estimate_step_duration(current - self._first, now)
+
+
+class StepProgress(keras.callbacks.Callback):
+    """Progress bars over a training phase's optimizer steps, for `fit`
+    with `verbose=0` (or `fit_custom_steps`).
+
+    Keras' own bars count the batches of each epoch under "Epoch k/n". A
+    run that checkpoints every `steps_per_epoch` steps, trains to a step
+    count and resumes from its newest checkpoint has epochs that are
+    checkpoint intervals, and after a resume k goes on from the
+    checkpoints. Here the bar's value is the optimizer step and its target
+    the step the phase ends at, so a run resumed at step 1200 of 20000
+    shows "1200/20000"; each epoch (checkpoint) ends one line with its logs
+    (validation included). Where the run trains by passes over the data,
+    each line is headed "Epoch p/passes", p the pass the step is in.
+    Bars go where `sys.stdout` goes, as Keras' do.
+
+    Args:
+        total_steps: the step the phase ends at (the bars' target).
+        verbose: 1 for a bar updated as steps end, 2 for one line per epoch.
+        steps_per_pass: the steps of a pass over the data, or None where
+            the run trains to a step count (no "Epoch" lines).
+        passes: the passes the run trains (with `steps_per_pass`).
+
+    Example:
+
+    ```python
+    model.fit(..., verbose=0, callbacks=[StepProgress(total_steps=20000)])
+    ```
+    """
+
+    # What other callbacks put in the logs that the bar already shows (the
+    # step, the time) or that is the run's bookkeeping.
+    HIDDEN = frozenset(LogStep.KEYS + EpochTime.KEYS)
+
+    def __init__(self, total_steps, verbose=1, steps_per_pass=None, passes=None):
+        super().__init__()
+        if verbose not in (1, 2):
+            raise ValueError(f"`verbose` must be 1 or 2; received: verbose={verbose!r}")
+        if (steps_per_pass is None) != (passes is None):
+            raise ValueError("`steps_per_pass` and `passes` go together; received: "
+                             f"steps_per_pass={steps_per_pass!r}, passes={passes!r}")
+        self.total_steps, self.verbose = total_steps, verbose
+        self.steps_per_pass, self.passes = steps_per_pass, passes
+        self._step, self._bar = None, None
+
+    def on_train_begin(self, logs=None):
+        self._step = steps_done(self.model)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.steps_per_pass:
+            print(f"Epoch {self._step // self.steps_per_pass + 1}/{self.passes}", flush=True)
+        # Logs of `fit` are already means over the epoch: shown as they are.
+        self._bar = _BarFrom(self.total_steps, self._step, verbose=self.verbose,
+                             stateless_metrics=set())
+        self._bar.update(self._step, finalize=False)  # where it starts, before the first step
+
+    def on_train_batch_end(self, batch, logs=None):
+        # Counted, not read from the optimizer: reading it would wait for
+        # every step (JAX's asynchronous dispatch).
+        self._step += 1
+        self._bar.update(self._step, self._shown(logs), finalize=False)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._bar.update(self._step, self._shown(logs), finalize=True)
+
+    def _shown(self, logs):
+        return [(k, v) for k, v in (logs or {}).items() if k not in self.HIDDEN]
 
 
 class ValidationScores(keras.callbacks.Callback):

@@ -16,10 +16,12 @@ paper's control).
 With no data flags it generates Shapes world scene text (written as an mmf
 imdb under DIR/shapes_world), trains `<model>_tiny` and prints the
 TextVQA accuracy and ANLS per question type next to the baselines. Real
-TextVQA: --imdb_train/_val/_test (mmf imdb `.npy`), --object_features and
---ocr_features (per-image `.npz` folders; not needed when the imdb names
-stacked feature files), --fasttext for the OCR tokens' word vectors,
---answer_vocab (docs/textvqa.md, "Data").
+TextVQA: --imdb_train/_val/_test (mmf imdb `.npy`), --object_features (a
+region store named by image id, read as the other recipes read theirs:
+mmf's `<id>.npy` + `<id>_info.npy`, per-image `.npz` or mmf's LMDB;
+--features_format) and --ocr_features (per-image `.npz`; neither needed when
+the imdb names stacked feature files), --fasttext for the OCR tokens' word
+vectors, --answer_vocab (docs/textvqa.md, "Data").
 """
 
 from recipes import _cli
@@ -52,9 +54,11 @@ def build_parser():
     for split in SPLITS:
         data.add_argument(f"--imdb_{split}", type=_cli.input_file,
                           help=f"mmf TextVQA imdb (.npy) of the {split} split")
-    data.add_argument("--object_features", type=_cli.input_folder,
-                      help="folder of per-image .npz object features (features [N, C], "
-                      "boxes [N, 4]) named by image id")
+    data.add_argument("--object_features", type=_cli.input_file_or_folder,
+                      help="object features named by image id: mmf's <id>.npy + <id>_info.npy "
+                      "(the anchor's), per-image .npz (features [N, C], boxes [N, 4]) or "
+                      "mmf's LMDB (--features_format)")
+    _cli.add_features_format_flags(data, image_sizes=False)
     data.add_argument("--ocr_features", type=_cli.input_folder,
                       help="folder of per-image .npz OCR appearance features (features "
                       "[T, C], the imdb's OCR order) named by image id")
@@ -90,7 +94,9 @@ def check_args(args):
         (not score and args.graph is not None and args.model == "m4c",
          "--graph is for --model sa_m4c (M4C has no relation graph)"),
         (not score and bool(args.object_features) != bool(args.ocr_features),
-         "give --object_features and --ocr_features together"))
+         "give --object_features and --ocr_features together"),
+        (args.features_format is not None and not args.object_features,
+         "--features_format is the layout of --object_features"))
 
 
 main = _cli.recipe_main(__name__, build_parser, check_args,

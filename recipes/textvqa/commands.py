@@ -39,6 +39,7 @@ class TextVQATask(_vl.Task):
     VOCAB_FILES = {"words": ("question_vocab.json", WordVocab.load),
                    "answers": ("answer_vocab.txt", textvqa_data.AnswerWordVocab.from_file)}
     WITH_EPOCH = True  # one of a question's answer sequences drawn per epoch
+    NAME_IDS = True  # Open Images ids ("0054c91397f2fe05"), feature files named by them
 
     def check_run(self, settings):
         if settings["model"] == "m4c" and settings["graph"] != "spatial":
@@ -49,7 +50,9 @@ class TextVQATask(_vl.Task):
         args = self.args
         records, report = textvqa_data.read_imdb(path, skip_invalid=args.skip_invalid)
         print(f"[data] {name}: {report.summary()}")
-        features = textvqa_features.ImageFeatures(path, args.object_features, args.ocr_features)
+        objects = (self.open_store(args.object_features, records) if args.object_features
+                   else None)
+        features = textvqa_features.ImageFeatures(path, objects, args.ocr_features)
         kept = _vl.with_features(name, records, features.problem, args.skip_invalid)
         if not kept:
             raise ValueError(f"{path}: no question left to use")

@@ -208,3 +208,39 @@ def test_image_sizes_from_a_coco_json(tmp_path):
     path.write_text(json.dumps({"images": [{"id": 1, "width": 0, "height": 3}]}))
     with pytest.raises(ValueError, match=r"images\[0\]: expected an int 'id' and positive"):
         image_sizes_from_coco(path)
+
+
+NAMES = {9: "0054c91397f2fe05", 25: "1234567890123456", 30: "ffa1d3e0b4c2a901"}
+
+
+def test_image_ids_that_are_names(tmp_path):
+    """TextVQA's Open Images ids (`name_ids`): each file's or key's name is
+    the id, a str, all-digit names included; formats that hold int ids in
+    their data are refused, not misread."""
+    lmdb = pytest.importorskip("lmdb")
+    written = images()
+    named = {NAMES[image_id]: arrays for image_id, arrays in written.items()}
+    mmf = tmp_path / "mmf"
+    mmf.mkdir()
+    env = lmdb.open(str(tmp_path / "textvqa.lmdb"), map_size=1 << 24)
+    with env.begin(write=True) as txn:
+        for name, (features, boxes, (w, h)) in named.items():
+            info = {"bbox": boxes, "num_boxes": len(boxes), "image_width": w, "image_height": h}
+            np.save(mmf / f"{name}.npy", features)
+            np.save(mmf / f"{name}_info.npy", info, allow_pickle=True)
+            txn.put(name.encode(), pickle.dumps({"features": features, **info}))
+    env.close()
+    for path in (mmf, tmp_path / "textvqa.lmdb"):
+        store = open_region_features(path, name_ids=True)
+        assert_reads_back(store, named)
+        assert 1234567890123456 not in store
+        store.close()
+    # Read as int ids, the hex names are no image and the digits one is the int.
+    assert open_region_features(mmf).image_ids() == [1234567890123456]
+    tsv = tmp_path / "objects.tsv"
+    tsv.write_text("1\t640\t480\t0\t\t\n")
+    with pytest.raises(ValueError, match=r"--features_format bottom_up_tsv keys its images by "
+                                         r"int ids"):
+        open_region_features(tsv, name_ids=True)
+    with pytest.raises(ValueError, match=r"`file_names` and `name_ids=True` exclude"):
+        open_region_features(mmf, "bottom_up_npz", name_ids=True, file_names={1: "a.jpg"})

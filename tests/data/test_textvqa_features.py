@@ -4,6 +4,7 @@ errors), M4C's OCR features, the random graph and `M4CBatches`."""
 import numpy as np
 import pytest
 
+from keras_structattn.data.feature_formats import open_region_features
 from keras_structattn.ops import relation_tables
 from keras_structattn.tasks.textvqa import batches
 from keras_structattn.tasks.textvqa import features
@@ -37,18 +38,25 @@ def test_stacked_file_beside_the_imdb_folder(stacked):
     assert "no feature file" in stacked.problem(record(path="missing.npz"))
 
 
-def test_per_image_folders_normalise_pixel_boxes(tmp_path):
+def test_an_object_store_keyed_by_name_and_an_ocr_folder(tmp_path):
+    """Object features from a region store opened with `name_ids` (the
+    image ids are names: "7" as the file's name, not the int 7); its
+    errors become the question's problem."""
     objects, ocr = tmp_path / "objects", tmp_path / "ocr"
     objects.mkdir()
     ocr.mkdir()
     np.savez(objects / "7.npz", features=np.ones((1, 4)), boxes=[[10, 20, 50, 40]],
              image_w=100, image_h=80)
+    np.savez(objects / "8.npz", features=np.ones((1, 4)), boxes=[[10, 20, 50, 40]])
     np.savez(ocr / "7.npz", features=np.ones((2, 3)))
-    store = features.ImageFeatures(str(tmp_path / "imdb.npy"), str(objects), str(ocr))
+    store = features.ImageFeatures(
+        str(tmp_path / "imdb.npy"),
+        open_region_features(objects, "bottom_up_npz", name_ids=True), str(ocr))
     _, boxes, _ = store.of(record(path=None))
     np.testing.assert_allclose(boxes, [[0.1, 0.25, 0.5, 0.5]])
-    np.savez(objects / "7.npz", features=np.ones((1, 4)), boxes=[[10, 20, 50, 40]])
-    assert "pixel boxes need image_w and image_h" in store.problem(record(path=None))
+    unsized = record(path=None)._replace(image_id="8")
+    assert "boxes must lie in [0, 1]" in store.problem(unsized)
+    assert "no object features for image 9" in store.problem(unsized._replace(image_id=9))
 
 
 def test_ocr_features_are_unit_parts():

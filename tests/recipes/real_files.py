@@ -2,7 +2,9 @@
 own descriptions (not with the library's writers), for the recipes' tests
 on real data: VQA v2 questions and annotations, bottom-up-attention
 per-image `.npz`, GloVe text, RefCOCO's `refs(unc).p` with COCO instances,
-Karpathy's `dataset_coco.json` with COCO-named grid features.
+Karpathy's `dataset_coco.json` with COCO-named grid features, and TextVQA as
+M4C reads it: mmf imdbs, mmf's per-image object `.npy` + `_info.npy`, OCR
+features, a FastText `.vec` and an answer vocabulary.
 
 Each image shows one coloured object; its features say which (a one-hot
 block plus noise), so that a model can learn something in a few steps,
@@ -163,3 +165,91 @@ def write_openvqa_folder(folder, image_ids, regions=5, seed=0):
                  x=_features(rng, color, regions).T, bbox=pixel_boxes(rng, regions),
                  num_bbox=regions, image_h=HEIGHT, image_w=WIDTH)
     return str(folder)
+
+
+# TextVQA's images are Open Images', named by 16 hex digits; one that is all
+# digits must stay a name (not the int it also reads as).
+OPEN_IMAGES_SIZE = (1024, 768)
+OCR_WORDS = ("stop", "cafe", "exit")
+
+
+def textvqa_image_ids(count, start=0):
+    ids = [f"{(0x9E3779B97F4A7C15 * (k + 1 + start)) % 2 ** 64:016x}" for k in range(count)]
+    if start == 0:
+        ids[0] = "1234567890123456"
+    return ids
+
+
+def write_textvqa_imdb(path, split, image_ids, annotated=True):
+    """mmf's TextVQA imdb (`imdb_<split>.npy`): a header, then one question
+    an image asking for the word on its sign (one of its two OCR tokens,
+    given with `ocr_info` and `ocr_normalized_boxes`); the official test
+    imdb (`annotated=False`) has no answers."""
+    w, h = OPEN_IMAGES_SIZE
+    header = {"version": 1, "dataset_name": "textvqa", "dataset_type": split,
+              "has_answer": annotated}
+    entries = []
+    for k, image_id in enumerate(image_ids):
+        word, other = OCR_WORDS[k % 3], OCR_WORDS[(k + 1) % 3]
+        boxes = [[0.1, 0.1, 0.4, 0.2], [0.5, 0.6, 0.9, 0.7]]
+        entry = {
+            "question_id": 1000 * (split == "val") + 2000 * (split == "test") + k,
+            "image_id": image_id, "image_name": image_id, "image_width": w, "image_height": h,
+            "set_name": split, "feature_path": f"{image_id}.npy",
+            "question": "what is written on the sign?",
+            "question_tokens": ["what", "is", "written", "on", "the", "sign"],
+            "ocr_tokens": [word, other],
+            "ocr_info": [{"word": t, "bounding_box": {
+                "top_left_x": b[0], "top_left_y": b[1], "width": b[2] - b[0],
+                "height": b[3] - b[1], "rotation": 0, "roll": 0, "pitch": 0, "yaw": 0}}
+                for t, b in zip((word, other), boxes)],
+            "ocr_normalized_boxes": np.array(boxes, np.float32),
+        }
+        if annotated:
+            entry["answers"] = [word] * 10
+            entry["valid_answers"] = [word] * 10
+        entries.append(entry)
+    np.save(path, np.array([header, *entries], dtype=object), allow_pickle=True)
+    return str(path)
+
+
+def write_mmf_object_folder(folder, image_ids, regions=5, seed=0):
+    """mmf's per-image object features (`extract_features_vmb.py`):
+    `<image_id>.npy` `[N, C]` and `<image_id>_info.npy`, a pickled dict of
+    pixel `bbox`, `num_boxes`, `objects`, `cls_prob`, `image_width`,
+    `image_height`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    w, h = OPEN_IMAGES_SIZE
+    for k, image_id in enumerate(image_ids):
+        np.save(folder / f"{image_id}.npy", _features(rng, COLORS[k % 3], regions))
+        boxes = pixel_boxes(rng, regions) * np.float32(w / WIDTH)
+        np.save(folder / f"{image_id}_info.npy",
+                {"bbox": boxes, "num_boxes": regions, "objects": np.zeros(regions, np.int64),
+                 "cls_prob": np.full((regions, 1601), 1 / 1601, np.float32),
+                 "image_width": w, "image_height": h}, allow_pickle=True)
+    return str(folder)
+
+
+def write_ocr_folder(folder, image_ids, tokens=2, seed=1):
+    """The OCR tokens' appearance features, `<image_id>.npz` with
+    `features` `[T, C]` in the imdb's OCR order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for image_id in image_ids:
+        np.savez(folder / f"{image_id}.npz",
+                 features=rng.normal(size=(tokens, FEATURE_DIM)).astype(np.float32))
+    return str(folder)
+
+
+def write_fasttext(path, words, dim=6, seed=2):
+    """FastText's `.vec`: a `count dim` line, then `word v1 ... vd`."""
+    write_glove(path, words, dim, seed)
+    path.write_text(f"{len(words)} {dim}\n" + path.read_text())
+    return str(path)
+
+
+def write_answer_vocab(path, words):
+    """M4C's `fixed_answer_vocab_textvqa_5k.txt`: `<pad>`, `<s>`, `</s>`, then words."""
+    path.write_text("\n".join(("<pad>", "<s>", "</s>", *words)) + "\n")
+    return str(path)

@@ -136,14 +136,31 @@ def test_decode_then_score_round_trip(trained, tmp_path, capsys):
     assert evaluated.scores["CIDEr"] == pytest.approx(scores.scores["CIDEr"], abs=1e-12)
 
 
+def scale_strip(pixels, top):
+    """The colour scale's strip whose top is at row `top` of a picture,
+    sampled at its ends: grey at `DIM` (weight 0) and white (the largest)."""
+    from keras_structattn.tasks import attention_maps
+
+    row = pixels[top + 5].astype(int)
+    return row[5], row[160], 255 * attention_maps.DIM
+
+
 def test_visualize_writes_one_png_per_image(trained, capsys):
+    """The area captioner's panels: each word's top area outlined on a
+    spotlight of its weights over the areas, the colour scale below."""
     from PIL import Image
+
+    from keras_structattn.tasks import attention_maps
 
     paths = caption.main(["visualize", *flags(trained), "--num_images", "2"])
     assert len(paths) == 2
     for path in paths:
         with Image.open(path) as image:
             assert image.format == "PNG" and image.size[0] >= 192
+            pixels = np.asarray(image.convert("RGB"))
+        low, high, dim = scale_strip(pixels, len(pixels) - attention_maps.SCALE_HEIGHT + 2)
+        np.testing.assert_allclose(low, [dim] * 3, atol=3)
+        np.testing.assert_allclose(high, [255] * 3, atol=6)
     printed = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[0] for line in printed] == paths
 

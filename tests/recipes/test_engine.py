@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import os
+import re
 
 import keras
 import numpy as np
@@ -40,8 +41,8 @@ def batches(start):
         step += 1
 
 
-def flags(out, early_stopping=None, max_minutes=None):
-    return argparse.Namespace(output_dir=str(out), keep_checkpoints=2, verbose=0,
+def flags(out, early_stopping=None, max_minutes=None, verbose=0):
+    return argparse.Namespace(output_dir=str(out), keep_checkpoints=2, verbose=verbose,
                               early_stopping=early_stopping, max_minutes=max_minutes,
                               warmup_fraction=None, scale_schedule=False)
 
@@ -122,19 +123,73 @@ def test_max_minutes_ends_with_a_checkpoint(tmp_path):
     assert history_from_csv(tmp_path / "history.csv")["step"] == [1]
 
 
-def test_fit_steps_runs_a_custom_step_with_the_same_rules(tmp_path):
-    model = make_model()
+def custom_step(**extra):
+    """A custom training step (`fit_steps`) on `batches`, its logs with `extra`."""
     data = batches(0)
 
     def step(model, index):
         x, y = next(data)
-        return {k: float(v) for k, v in
-                model.train_on_batch(x, y, return_dict=True).items()}
+        logs = model.train_on_batch(x, y, return_dict=True)
+        return {**{k: float(v) for k, v in logs.items()}, **extra}
 
+    return step
+
+
+def test_fit_steps_runs_a_custom_step_with_the_same_rules(tmp_path):
+    model = make_model()
     hook, calls = scripted(SCORES)
-    steps = _engine.fit_steps(model, flags(tmp_path, ("bleu", 2)), step, per_epoch=PER_EPOCH,
-                              total_steps=100, scores=hook)
+    steps = _engine.fit_steps(model, flags(tmp_path, ("bleu", 2)), custom_step(),
+                              per_epoch=PER_EPOCH, total_steps=100, scores=hook)
     assert steps == 4 * PER_EPOCH and len(calls) == 4
+
+
+def bar_lines(text):
+    """The progress output: each line as a terminal ends it (the last rewrite
+    of its bar) and the bars' first rewrite, without the status lines."""
+    text = re.sub(r"\x1b\[[0-9;]*m|\x08", "", text)
+    lines = [line.split("\r") for line in text.split("\n") if line]
+    first = next(line[1] for line in lines if len(line) > 1)
+    return first, [line[-1] for line in lines if not line[-1].startswith("[")]
+
+
+def test_progress_bars_count_the_phases_steps_from_a_resume(tmp_path, capsys):
+    model = make_model()
+    _engine.fit(model, flags(tmp_path), batches, per_epoch=PER_EPOCH, total_steps=8)
+    capsys.readouterr()
+    _engine.fit(model, flags(tmp_path, verbose=1), batches, per_epoch=PER_EPOCH,
+                total_steps=14, validation=next(batches(0)))
+    first, lines = bar_lines(capsys.readouterr().out)
+    # The bar opens at the resumed step; each checkpoint ends a line with
+    # the epoch's logs; the last interval is cut at --train_steps.
+    assert first.startswith(" 8/14 ")
+    assert [line.split()[0] for line in lines] == ["12/14", "14/14"]
+    assert all(" - loss:" in line and " - val_loss:" in line for line in lines)
+    assert not any(word in line for line in lines
+                   for word in ("Epoch", "step:", "epoch_seconds"))
+
+
+def line_per_checkpoint(capsys):
+    """`--verbose 2`'s lines, without the status lines."""
+    return [line for line in capsys.readouterr().out.splitlines() if not line.startswith("[")]
+
+
+def test_progress_lines_name_the_pass_where_a_run_trains_by_epochs(tmp_path, capsys):
+    model = make_model()
+    _engine.fit(model, flags(tmp_path), batches, per_epoch=PER_EPOCH, epochs=1)
+    capsys.readouterr()
+    _engine.fit(model, flags(tmp_path, verbose=2), batches, per_epoch=PER_EPOCH, epochs=3)
+    lines = line_per_checkpoint(capsys)
+    assert [line.split(" - ")[0] for line in lines] == ["Epoch 2/3", " 8/12", "Epoch 3/3",
+                                                       "12/12"]
+    assert "loss:" in lines[1]
+
+
+def test_a_custom_steps_progress_bar_shows_its_logs(tmp_path, capsys):
+    _engine.fit_steps(make_model(), flags(tmp_path, verbose=2), custom_step(reward=0.5),
+                      per_epoch=PER_EPOCH, total_steps=6)
+    lines = line_per_checkpoint(capsys)
+    assert [line.split(" - ")[0] for line in lines] == ["4/6", "6/6"]
+    assert "reward: 0.5000" in lines[0]
 
 
 def test_history_csv_widens_for_a_new_column(tmp_path):

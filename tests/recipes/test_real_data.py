@@ -83,6 +83,12 @@ def test_vqa_readme_line_trains_and_later_commands_reuse_its_data(vqa_files, tmp
                        vqa_files["val"][1], *QUIET])
     assert 0 <= scores.overall <= 100
     assert not (out / "shapes_world").exists()
+    # The README's score line, on the official files and the run's results.
+    capsys.readouterr()
+    scored = vqa.main(["score", "--questions", vqa_files["val"][0], "--annotations",
+                       vqa_files["val"][1], "--results", str(out / "val_results.json")])
+    assert scored.overall == scores.overall
+    assert capsys.readouterr().out.splitlines()[-1].split()[0] == "overall"
 
 
 def test_vqa_a_run_of_before_without_its_data_is_refused_not_given_a_world(vqa_files,
@@ -272,6 +278,87 @@ def test_another_recipes_run_is_named(vqa_files, tmp_path):
 
 
 # --------------------------------------------------------------- TextVQA
+
+
+@pytest.fixture(scope="module")
+def textvqa_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("textvqa_real")
+    ids = {split: real_files.textvqa_image_ids(count, start) for split, count, start in
+           (("train", 24, 0), ("val", 4, 100), ("test", 6, 200))}
+    everything = [i for split in ids.values() for i in split]
+    return dict(
+        ids=ids,
+        train=real_files.write_textvqa_imdb(root / "imdb_train.npy", "train", ids["train"]),
+        val=real_files.write_textvqa_imdb(root / "imdb_val.npy", "val", ids["val"]),
+        test=real_files.write_textvqa_imdb(root / "imdb_test.npy", "test", ids["test"],
+                                           annotated=False),
+        objects=real_files.write_mmf_object_folder(root / "detectron_fix_100", everything),
+        ocr=real_files.write_ocr_folder(root / "ocr_en_frcn", everything),
+        fasttext=real_files.write_fasttext(root / "wiki.en.vec",
+                                           [*real_files.OCR_WORDS, "sign"]),
+        answers=real_files.write_answer_vocab(root / "answers.txt", real_files.OCR_WORDS))
+
+
+def textvqa_readme_flags(files, out, *extra):
+    """The README's line: --imdb_train --imdb_val --object_features
+    --ocr_features --fasttext --answer_vocab (tiny hparams, one epoch)."""
+    from tests.recipes.test_textvqa import TINY
+
+    return ["--output_dir", str(out), "--imdb_train", files["train"], "--imdb_val",
+            files["val"], "--object_features", files["objects"], "--ocr_features", files["ocr"],
+            "--fasttext", files["fasttext"], "--answer_vocab", files["answers"],
+            "--hparams", TINY.format(0), "--epochs", "1", *QUIET, *extra]
+
+
+def test_textvqa_readme_line_reads_mmf_object_features_by_image_name(textvqa_files, tmp_path,
+                                                                   capsys):
+    """mmf's `<id>.npy` + `<id>_info.npy` (M4C's objects), through the
+    feature stores the other recipes read, keyed by TextVQA's image ids
+    (names: "1234567890123456" is one, not an int); later commands reuse
+    the run's data."""
+    from recipes import textvqa
+
+    out = tmp_path / "run"
+    textvqa.main(["train", *textvqa_readme_flags(textvqa_files, out)])
+    err = capsys.readouterr().err
+    assert (f"[data] features: MmfFolderFeatures({textvqa_files['objects']}): 34 images, "
+            f"regions [N, {real_files.FEATURE_DIM}]") in err
+    assert "not evaluated: no annotated test questions" in err
+    assert "[train] 24 questions" in err
+    saved = json.loads((out / "run.json").read_text())["data"]
+    assert saved["object_features"] == textvqa_files["objects"]
+    hparams = json.loads((out / "hparams.json").read_text())
+    assert hparams["object_feature_dim"] == real_files.FEATURE_DIM
+    assert hparams["ocr_feature_dim"] == 6 + 604 + real_files.FEATURE_DIM  # FastText, PHOC, OCR
+    capsys.readouterr()
+    scores = textvqa.main(["evaluate", "--output_dir", str(out), "--split", "val", *QUIET])
+    assert scores is not None and "MmfFolderFeatures" in capsys.readouterr().err
+    predicted = textvqa.main(["predict", "--output_dir", str(out), "--imdb",
+                              textvqa_files["test"], *QUIET])
+    assert len(predicted) == len(textvqa_files["ids"]["test"])
+    assert not (out / "shapes_world").exists()
+
+
+def test_textvqa_object_features_in_a_named_format_and_one_that_cannot_name(textvqa_files,
+                                                                         tmp_path):
+    from recipes import textvqa
+
+    out = tmp_path / "run"
+    textvqa.main(["train", *textvqa_readme_flags(textvqa_files, out, "--no_eval"),
+                  "--features_format", "mmf_npy"])
+    assert json.loads((out / "run.json").read_text())["data"]["features_format"] == "mmf_npy"
+    # bottom-up's .tsv keys its images by COCO's int ids: refused, not misread.
+    tsv = tmp_path / "objects.tsv"
+    tsv.write_text("1\t640\t480\t0\t\t\n")
+    with pytest.raises(ValueError, match=r"keys its images by int ids .* these image ids are "
+                                         r"names"):
+        textvqa.main(["train", *textvqa_readme_flags(textvqa_files, tmp_path / "other",
+                                                     "--no_eval"), "--object_features",
+                      str(tsv)])
+    assert no_run_left(tmp_path / "other")
+    with pytest.raises(_cli.UsageError, match="--features_format is the layout of "
+                                              "--object_features"):
+        textvqa.main(["train", "--features_format", "mmf_npy"])
 
 
 def test_textvqa_official_test_imdb_without_answers_is_predicted_not_scored(tmp_path, capsys):

@@ -11,6 +11,7 @@ asked for them (docs/recipes.md lists the behaviours).
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -202,6 +203,21 @@ def test_04_resuming_ends_at_train_steps_whatever_the_interval(data, run_copy):
     again = run_recipe("train", *flags(data, run_copy, "--train_steps", "7", "--no_eval"))
     assert again.returncode == 0
     assert "already trained 7 steps" in again.stderr
+
+
+def test_37_a_resumed_runs_bar_starts_at_the_resumed_step(data, run_copy):
+    """Issue 37, item 8: Keras' bars said "Epoch 3/4" (a checkpoint
+    interval); ours count the run's optimizer steps, on stderr."""
+    result = run_recipe("train", *flags(data, run_copy, "--train_steps", "6",
+                                        "--steps_per_checkpoint", "2", "--no_eval",
+                                        "--verbose", "1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "/6" not in result.stdout
+    # Each rewrite of a bar is a line here (text mode reads "\r" as a newline).
+    bars = [line for line in re.sub(r"\x1b\[[0-9;]*m|\x08", "", result.stderr).splitlines()
+            if "/6 " in line]
+    assert bars[0].startswith("4/6 ") and bars[-1].startswith("6/6 ")
+    assert " - loss: " in bars[-1] and "Epoch" not in result.stderr
 
 
 # --------------------------------- 8: a run is committed once it builds

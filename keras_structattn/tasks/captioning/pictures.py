@@ -83,7 +83,8 @@ def draw_caption_attention(model, features, decoder_inputs, words, image, *, lay
 
     With `grid_shape`, a grid captioner's (the Transformer captioner with
     area attention): the most attended area of each word, averaged over
-    heads (`attention_maps.draw_word_areas`), from its
+    heads, outlined on a spotlight of the word's weights over all areas,
+    with its colour scale (`attention_maps.draw_word_areas`), from its
     `encdec_attention(features, decoder_inputs, layer)` and
     `area_coordinates(layer)`. Otherwise a region captioner's IS and CS
     streams (`draw_caption_streams`): an Up-Down captioner's
@@ -109,9 +110,11 @@ def draw_caption_attention(model, features, decoder_inputs, words, image, *, lay
 
     if grid_shape is not None:
         weights = first(model.encdec_attention(features, decoder_inputs, layer=layer))
-        areas = attention_maps.top_areas(weights, model.area_coordinates(layer))
+        coordinates = model.area_coordinates(layer)
+        areas = attention_maps.top_areas(weights, coordinates)
         return attention_maps.draw_word_areas(image, words, areas, grid_shape=grid_shape,
-                                              title=[caption_line(words)])
+                                              title=[caption_line(words)], weights=weights,
+                                              coordinates=coordinates)
     if hasattr(model, "attention_weights"):
         weights, cs_over = model.attention_weights(features, decoder_inputs), "dictionary"
     else:

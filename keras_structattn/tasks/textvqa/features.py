@@ -8,10 +8,12 @@ Two layouts (docs/textvqa.md, "Data"):
   `features_<split>.npz`) and a `feature_index`: a stacked `.npz` with `obj_features [S, N, C]`,
   `obj_boxes [S, N, 4]`, `num_obj [S]`, `ocr_features [S, T, C]`,
   `num_ocr [S]` (Shapes world's `features_<split>.npz`);
-* folders of per-image `.npz` named by the image id: objects `features
-  [N, C]` and `boxes [N, 4]` (normalised, or pixels with `image_w` and
-  `image_h`); OCR `features [T, C]`, one row per OCR token of the imdb, in
-  its order.
+* per-image object features in any region store of
+  `keras_structattn.data.feature_formats` that names its images (mmf's
+  `<image_id>.npy` + `<image_id>_info.npy`, the anchor's; per-image
+  `.npz`; mmf's LMDB), opened with `name_ids=True`: TextVQA's image ids
+  are names; and a folder of per-image OCR `.npz` named by the image id,
+  `features [T, C]`, one row per OCR token of the imdb, in its order.
 
 Every read is checked; an error names the file and the image or question.
 """
@@ -29,30 +31,21 @@ class FeatureError(ValueError):
     """A question whose features are missing or malformed."""
 
 
-def _normalised_boxes(boxes, data, where):
-    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
-    if boxes.size and boxes.max() > 1.0 + 1e-3:
-        if "image_w" not in data or "image_h" not in data:
-            raise FeatureError(f"{where}: pixel boxes need image_w and image_h")
-        size = np.array([data["image_w"], data["image_h"]] * 2, np.float32).reshape(4)
-        boxes = boxes / size
-    if not np.all(np.isfinite(boxes)):
-        raise FeatureError(f"{where}: non-finite boxes")
-    return np.clip(boxes, 0.0, 1.0)
-
-
 class ImageFeatures:
     """The object and OCR features of imdb records (`of(record)`).
 
     Args:
         imdb_path: the imdb (its folder anchors relative `feature_path`s).
-        object_folder, ocr_folder: the per-image folders, or None (the
-            imdb's stacked `feature_path` files).
+        objects: the object features, a regions `FeatureStore` keyed by
+            the image ids as str (`feature_formats.open_region_features(
+            ..., name_ids=True)`), or None (the imdb's stacked
+            `feature_path` files).
+        ocr_folder: the per-image OCR folder (with `objects`).
     """
 
-    def __init__(self, imdb_path, object_folder=None, ocr_folder=None):
+    def __init__(self, imdb_path, objects=None, ocr_folder=None):
         self.folder = os.path.dirname(os.path.abspath(imdb_path))
-        self.object_folder = object_folder
+        self.objects = objects
         self.ocr_folder = ocr_folder
         self._stacked = {}
 
@@ -89,7 +82,7 @@ class ImageFeatures:
         Raises:
             FeatureError: the features are missing or malformed.
         """
-        if self.object_folder is None:
+        if self.objects is None:
             if record.feature_path is None or record.feature_index is None:
                 raise FeatureError(
                     f"question {record.question_id}: the imdb names no feature_path / "
@@ -104,11 +97,15 @@ class ImageFeatures:
             ocr = data["ocr_features"][k, :t]
             where = f"{path}, image {record.image_id}"
         else:
-            path, data = self._per_image(self.object_folder, record, "object")
-            where = f"{path}, image {record.image_id}"
-            if "features" not in data or "boxes" not in data:
-                raise FeatureError(f"{where}: needs `features` and `boxes`")
-            objects, boxes = data["features"], _normalised_boxes(data["boxes"], data, where)
+            key = str(record.image_id)
+            if key not in self.objects:
+                raise FeatureError(f"question {record.question_id}: no object features for "
+                                   f"image {record.image_id} in {self.objects.path}")
+            try:  # the store checks each image's arrays against its layout
+                objects, boxes = self.objects.regions(key)
+            except ValueError as error:
+                raise FeatureError(str(error)) from None
+            where = f"{self.objects.path}, image {record.image_id}"
             ocr_path, ocr_data = self._per_image(self.ocr_folder, record, "OCR")
             if "features" not in ocr_data:
                 raise FeatureError(f"{ocr_path}: needs `features` [T, C]")
