@@ -22,6 +22,7 @@ from keras_structattn.data import shapes_world as sw
 from keras_structattn.data.shapes_world import describe
 from keras_structattn.data.shapes_world import report
 from keras_structattn.data.shapes_world.scenes import COLORS
+from keras_structattn.data.shapes_world.scenes import shape_mask
 from keras_structattn.ops.spatial_graph import spatial_relations_numpy
 
 PLATE_RGB = (240, 240, 240)
@@ -100,6 +101,53 @@ def relation_ok(scene, a, relation, b):
     return ok
 
 
+def node_pixels(scene, name):
+    """bool `[canvas, canvas]`: the pixels of shape "o<i>" (its mask drawn
+    in its box, occlusion ignored) or sign plate "s<k>" (its box)."""
+    out = np.zeros((scene.canvas, scene.canvas), bool)
+    if name[0] == "o":
+        shape = scene.shapes[int(name[1:])]
+        x1, y1, x2, y2 = shape.box
+        out[y1:y2, x1:x2] = shape_mask(shape.shape, x2 - x1)
+    else:
+        x1, y1, x2, y2 = scene.signs[int(name[1:])].box
+        out[y1:y2, x1:x2] = True
+    return out
+
+
+def extent_ok(scene, a, relation, b):
+    """TextVQA's direction rule from the pixels: every pixel of a beside
+    every pixel of b in the stated direction, sharing a row (left, right)
+    or a column (above, below); no distance limit."""
+    pa, pb = node_pixels(scene, a), node_pixels(scene, b)
+    cols_a, cols_b = np.flatnonzero(pa.any(0)), np.flatnonzero(pb.any(0))
+    rows_a, rows_b = np.flatnonzero(pa.any(1)), np.flatnonzero(pb.any(1))
+    share_row = bool(np.intersect1d(rows_a, rows_b).size)
+    share_col = bool(np.intersect1d(cols_a, cols_b).size)
+    return {
+        "right of": share_row and cols_a.min() > cols_b.max(),
+        "left of": share_row and cols_a.max() < cols_b.min(),
+        "above": share_col and rows_a.max() < rows_b.min(),
+        "below": share_col and rows_a.min() > rows_b.max(),
+    }[relation]
+
+
+def written_on_ok(scene, sign, host):
+    """Whether sign "s<k>" is drawn on shape "o<i>": its plate is all plate
+    or ink pixels and the one-pixel ring around it is the host's colour,
+    inside the host's mask."""
+    x1, y1, x2, y2 = scene.signs[int(sign[1:])].box
+    shape = scene.shapes[int(host[1:])]
+    plate = scene.image[y1:y2, x1:x2]
+    if not ((plate == PLATE_RGB).all(-1) | (plate == INK_RGB).all(-1)).all():
+        return False
+    ring = np.zeros((scene.canvas, scene.canvas), bool)
+    ring[y1 - 1:y2 + 1, x1 - 1:x2 + 1] = True
+    ring[y1:y2, x1:x2] = False
+    on_host = (scene.image[ring] == COLORS[shape.color]).all(-1).all()
+    return bool(on_host and node_pixels(scene, host)[ring].all())
+
+
 def matches(shape, f):
     return all(getattr(shape, k) == v for k, v in f.items())
 
@@ -128,6 +176,18 @@ def check_fact(scene, fact):
             pool = [f"o{i}" for i, o in enumerate(shapes) if matches(o, fact["filter"])]
         hits = [n for n in pool if relation_ok(scene, n, fact["relation"], fact["b"])]
         assert hits == [fact["node"]], fact
+    elif kind == "extent":
+        assert extent_ok(scene, fact["a"], fact["relation"], fact["b"]), fact
+        if fact["only"]:
+            hits = [f"s{k}" for k in range(len(scene.signs))
+                    if extent_ok(scene, f"s{k}", fact["relation"], fact["b"])]
+            assert hits == [fact["a"]], fact
+    elif kind == "written_on":
+        assert written_on_ok(scene, fact["node"], fact["b"]), fact
+        if fact["only"]:
+            hits = [f"s{k}" for k in range(len(scene.signs))
+                    if written_on_ok(scene, f"s{k}", fact["b"])]
+            assert hits == [fact["node"]], fact
     elif kind == "text":
         assert " ".join(scene.signs[int(fact["node"][1:])].words) == fact["text"]
     elif kind == "unique_text":
@@ -360,10 +420,14 @@ def test_every_stated_fact_holds(world):
         for fact in record["facts"]:
             check_fact(scene, fact)
             key = fact.get("relation", fact["kind"])
+            if fact["kind"] == "extent":  # TextVQA's own rule
+                key = f"extent {key}"
             kinds[key] = kinds.get(key, 0) + 1
     # The check above is not vacuous: every relation and fact kind occurs.
     for key in ("left of", "right of", "above", "below", "inside", "contains", "count",
-                "attributes", "unique", "exists", "text", "unique_text", "biggest"):
+                "attributes", "unique", "exists", "text", "unique_text", "biggest",
+                "extent left of", "extent right of", "extent above", "extent below",
+                "written_on"):
         assert kinds.get(key, 0) >= 10, (key, kinds)
 
 
