@@ -759,3 +759,37 @@ def test_cli_writes_the_chosen_tasks_and_reports(tmp_path, capsys):
     assert not (out / "captions").exists() and not (out / "textvqa").exists()
     assert json.loads((out / "baselines.json").read_text()) == result["baselines"]
     assert result["summary"]["splits"]["train"]["scenes"] == 20
+
+
+def test_textvqa_directions_are_not_the_graph_sectors():
+    from keras_structattn.data.shapes_world.relations import DIRECTION_LABELS
+    from keras_structattn.data.shapes_world.relations import extent_direction
+
+    def graph(a, b):
+        return int(spatial_relations_numpy(np.array([a, b], np.float64) / 64)[0, 1])
+
+    tall, small = (10, 10, 30, 60), (0, 30, 6, 40)
+    cases = [
+        # beside the tall shape's top rows: right of by extents, the graph's
+        # upper-right sector (10, a sector of "above")
+        ((31, 10, 35, 14), tall, "right of", 10),
+        # far right of a small shape, sharing rows: right of, and no graph
+        # relation (beyond the distance threshold)
+        ((56, 30, 64, 34), small, "right of", 0),
+        # right and above, no row in common: no direction; the graph says right (11)
+        ((40, 4, 64, 8), tall, None, 11),
+        # touching the shape's last column (x2 exclusive): right of; one column in: none
+        ((30, 20, 40, 24), tall, "right of", 11),
+        ((29, 20, 40, 24), tall, None, 11),
+        ((12, 61, 20, 64), tall, "below", 6),
+        ((0, 0, 9, 4), tall, None, 9),
+    ]
+    for box, shape, direction, label in cases:
+        assert extent_direction(box, shape) == direction, box
+        assert graph(box, shape) == label, box
+        if direction is not None:
+            assert extent_direction(shape, box) == OPPOSITE[direction]
+    # Not vacuous: the graph sector and the extent rule disagree on some cases.
+    assert any(d is None and label in DIRECTION_LABELS["right of"] for *_, d, label in cases)
+    assert any(d == "right of" and label not in DIRECTION_LABELS["right of"]
+               for *_, d, label in cases)
