@@ -26,6 +26,7 @@ SOME_SETS = {
     "captioner_tiny_area2x2": "captioner", "transformer_captioner_tiny": "catt_captioner",
     "updown_catt_tiny": "updown_captioner", "mcan_pa_tiny": "vqa", "muan_tiny": "vqa",
     "catt_vqa_tiny_nocatt": "vqa", "muan_grounding_tiny": "grounding", "sa_m4c_tiny": "textvqa",
+    "m4c_6n_tiny": "textvqa", "m4c_6n_base": "textvqa",
 }
 
 
@@ -45,7 +46,7 @@ def test_registry_alone_knows_every_set_without_keras():
         " tf='tensorflow' in sys.modules)))\n"
     ))
     assert not out["keras"] and not out["tf"]
-    assert len(out["types"]) == 69
+    assert len(out["types"]) == 71
     for name, model_type in SOME_SETS.items():
         assert out["types"][name] == model_type
     assert set(out["types"].values()) == {t for types in RECIPES.values() for t in types}

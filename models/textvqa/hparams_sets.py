@@ -64,6 +64,8 @@ def m4c_hparams(architecture="m4c", **changes):
         # Detector boxes are noisy already; the recipe sets it on Shapes
         # world, whose boxes are exact (`features.detector_boxes`).
         box_jitter=0.0,
+        # M4C feeds its OCR order vectors as zeros (`features.ocr_features`).
+        ocr_order_vectors=False,
     )
     if architecture == "sa_m4c":
         values.update(num_layers=2, num_spatial_layers=4, batch_size=96)
@@ -72,10 +74,16 @@ def m4c_hparams(architecture="m4c", **changes):
 
 # Shapes world on a CPU: 12 heads (one per spatial relation) of 8.
 _TINY = dict(hidden_size=96, filter_size=256, num_text_layers=1, max_objects=8,
-             max_ocr=9, learning_rate=5e-4, warmup_steps=100, decay_steps="100000",
-             clip_norm=1.0, batch_size=64, epochs=12, dropout=0.1,
+             max_ocr=9, learning_rate=1e-3, warmup_steps=100, decay_steps="100000",
+             # A cap: the recipe trains Shapes world with early stopping and a
+             # time limit (recipes.textvqa.WORLD_TRAINING).
+             clip_norm=1.0, batch_size=32, epochs=100, dropout=0.1,
              # Shapes world's answer noise makes one-off misspellings.
-             min_answer_count=5)
+             min_answer_count=5,
+             # Its answers have at most 3 words: 3 steps and </s>.
+             num_steps=4,
+             # Without the OCR reading order, M4C stops after one word (docs/textvqa.md).
+             ocr_order_vectors=True)
 
 
 def m4c_base():

@@ -101,10 +101,12 @@ class TextVQATask(_vl.Task):
         fasttext_dim = (textvqa_features.OcrWordVectors(self.args.fasttext, []).dim
                         if self.args.fasttext else 0)
         objects, _, ocr = train.store.of(train.records[0])
+        wanted = _cli.usage(hparams.parse, self.args.hparams)  # --hparams may add order vectors
+        order_dim = wanted.max_ocr if getattr(wanted, "ocr_order_vectors", False) else 0
         most = max(len(train.store.of(r)[0]) for r in train.records[:2000])
         longest = max(len(self.tokens(r)) for r in train.records)
         fitted = [f"object_feature_dim={objects.shape[1]}",
-                  f"ocr_feature_dim={fasttext_dim + PHOC_DIM + ocr.shape[1]}",
+                  f"ocr_feature_dim={fasttext_dim + PHOC_DIM + ocr.shape[1] + order_dim}",
                   f"max_objects={min(hparams.max_objects, max(1, most))}",
                   f"max_question_length={min(hparams.max_question_length, max(1, longest))}"]
         if not self.data_given:  # Shapes world's boxes are exact: detect them

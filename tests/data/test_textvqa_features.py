@@ -60,6 +60,17 @@ def test_ocr_features_are_unit_parts():
     np.testing.assert_allclose(np.linalg.norm(out[:, 2:2 + PHOC_DIM], axis=1), 1.0, rtol=1e-5)
 
 
+def test_ocr_order_vectors_are_one_hot_reading_positions():
+    tokens, appearance = ["open", "late", "now"], np.full((3, 3), 2.0)
+    plain = features.ocr_features(tokens, appearance)
+    ordered = features.ocr_features(tokens, appearance, order_size=5)
+    np.testing.assert_array_equal(ordered[:, :-5], plain)
+    np.testing.assert_array_equal(ordered[:, -5:], [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0],
+                                                    [0, 0, 1, 0, 0]])
+    with pytest.raises(ValueError, match="order_size"):
+        features.ocr_features(tokens, appearance, order_size=2)
+
+
 def test_random_graph_keeps_the_implicit_and_blocked_edges():
     labels = np.array([[relation_tables.IMPLICIT, 3], [relation_tables.BLOCKED, 12]])
     drawn = features.random_graph(labels, [0, 1])

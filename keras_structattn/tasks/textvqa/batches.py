@@ -28,7 +28,9 @@ class M4CBatches:
         answer_vocab: the `AnswerWordVocab`.
         hparams: the model's hparams (`max_objects`, `max_ocr`,
             `object_feature_dim`, `ocr_feature_dim`, `num_steps`,
-            `distance_threshold`, and `box_jitter`: the boxes given to the
+            `distance_threshold`; `ocr_order_vectors`: the OCR features
+            end with the tokens' order vectors (`ocr_features`); and
+            `box_jitter`: the boxes given to the
             model and to the graph are `detector_boxes` of the data's with
             that jitter, keyed by the image; 0 or absent: unchanged).
         spatial: SA-M4C: add the relation labels (`relations`). The
@@ -63,7 +65,9 @@ class M4CBatches:
                "ocr": np.zeros((b, t, h.ocr_feature_dim), np.float32),
                "ocr_boxes": np.zeros((b, t, 4), np.float32),
                "ocr_mask": np.zeros((b, t), bool)}
-        jitter = float(getattr(h, "box_jitter", 0.0))  # runs saved before it had none
+        # Runs saved before these hparams existed had neither.
+        jitter = float(getattr(h, "box_jitter", 0.0))
+        order = t if getattr(h, "ocr_order_vectors", False) else 0
         for k, row in enumerate(rows):
             record = self.records[row]
             objects, boxes, appearance = self.store.of(record)
@@ -75,7 +79,7 @@ class M4CBatches:
             tokens = record.ocr_tokens[:t]
             if tokens:
                 out["ocr"][k, : len(tokens)] = ocr_features(
-                    tokens, appearance[: len(tokens)], self.word_vectors, self._phoc)
+                    tokens, appearance[: len(tokens)], self.word_vectors, self._phoc, order)
                 out["ocr_boxes"][k, : len(tokens)] = detector_boxes(
                     record.ocr_boxes, jitter, ("ocr", record.image_id))[: len(tokens)]
                 out["ocr_mask"][k, : len(tokens)] = True

@@ -171,18 +171,27 @@ def _unit(x):
     return (x / np.maximum(norm, 1e-12)).astype(np.float32)
 
 
-def ocr_features(tokens, appearance, word_vectors=None, phoc_cache=None):
+def ocr_features(tokens, appearance, word_vectors=None, phoc_cache=None, order_size=0):
     """M4C's OCR token features: the word vectors (optional), the PHOC
-    vectors and the appearance features, each part scaled to unit norm.
+    vectors and the appearance features, each part scaled to unit norm,
+    then, with `order_size`, the tokens' order vectors.
+
+    The order vectors are LoRRA's (Singh et al., 2019, arXiv:1904.08920):
+    row n is one-hot at n, the token's place in the OCR system's reading
+    order. mmf's TextVQA pipeline builds them (`use_order_vectors: true`);
+    M4C (Hu et al., 2020) feeds them as zeros, so the `_base` sets leave
+    them out (docs/textvqa.md, "OCR reading order").
 
     Args:
         tokens: the OCR tokens (a non-empty list of str).
         appearance: `[len(tokens), C]` appearance features.
         word_vectors: an `OcrWordVectors`, or None.
         phoc_cache: optional `{token: PHOC vector}` dict, filled as read.
+        order_size: 0 (no order vectors) or their width, `>= len(tokens)`
+            (the model's `max_ocr`).
 
     Returns:
-        float32 `[len(tokens), (word dim) + PHOC_DIM + C]`.
+        float32 `[len(tokens), (word dim) + PHOC_DIM + C + order_size]`.
     """
     cache = {} if phoc_cache is None else phoc_cache
     for t in tokens:
@@ -190,6 +199,11 @@ def ocr_features(tokens, appearance, word_vectors=None, phoc_cache=None):
             cache[t] = phoc(t)
     parts = [] if word_vectors is None else [np.stack([word_vectors(t) for t in tokens])]
     parts += [np.stack([cache[t] for t in tokens]), appearance]
+    if order_size:
+        if order_size < len(tokens):
+            raise ValueError(f"Argument `order_size` ({order_size}) must be at least the "
+                             f"number of tokens ({len(tokens)}).")
+        parts.append(np.eye(len(tokens), order_size, dtype=np.float32))
     return np.concatenate([_unit(p) for p in parts], axis=1)
 
 
