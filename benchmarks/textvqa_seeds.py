@@ -34,14 +34,15 @@ Usage:
         [-- more recipe flags for every arm]
 """
 
-import argparse
 import os
 import subprocess
 
 from benchmarks._seeds import Ledger
 from benchmarks._seeds import early_stopped_steps
+from benchmarks._seeds import ledger_parser
 from benchmarks._seeds import paired_lines
 from benchmarks._seeds import print_preamble
+from benchmarks._seeds import seed_line
 from benchmarks._seeds import train_run
 
 LEDGER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -120,15 +121,8 @@ def floor_line(table):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", default="1,2,3,4,5")
+    parser = ledger_parser(__doc__, "textvqa_seeds", LEDGER)
     parser.add_argument("--arms", default=",".join(ARMS))
-    parser.add_argument("--world_seed", type=int, default=1)
-    parser.add_argument("--output_dir", default=os.path.join("runs", "textvqa_seeds"))
-    parser.add_argument("--ledger", default=LEDGER,
-                        help="the finished runs' results (JSON), kept as each run ends; "
-                        "'' for none")
-    parser.add_argument("recipe_flags", nargs="*", help="after --: flags for every arm")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     arms = args.arms.split(",")
@@ -148,11 +142,7 @@ def main():
             results[seed][name] = run_arm(args, ledger, name, seed, world)
             folder = os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
             world = world or (folder if os.path.isdir(folder) else None)
-        print(f"# seed {seed}: " + "; ".join(
-            f"{label} " + " ".join(f"{n} {value(results[seed][n]):.2f}" for n in arms)
-            for label, value in MEASURES) + "; best step of last " + " ".join(
-            f"{n} {results[seed][n]['steps'][0]}/{results[seed][n]['steps'][1]}"
-            for n in arms), flush=True)
+        print(seed_line(seed, results, arms, MEASURES), flush=True)
     print(f"test split, over seeds {args.seeds}: mean (min-max); differences paired by seed, "
           "95% bootstrap interval of their mean")
     print(floor_line(results[seeds[0]][arms[0]]["table"]))
