@@ -134,7 +134,7 @@ def main():
     print(f"# arms: python -m recipes.textvqa train ARM --seed S --world_seed "
           f"{args.world_seed} {' '.join(TRAINING)} {' '.join(args.recipe_flags)}; ARM: "
           + "; ".join(f"{n}: {' '.join(f)}" for n, f in ARMS.items() if n in arms)
-          + "; Shapes world 1500/150/400 images, test split", flush=True)
+          + "; Shapes world 4500/150/400 images (the recipe's), test split", flush=True)
     world, results = None, {}
     for seed in seeds:
         results[seed] = {}

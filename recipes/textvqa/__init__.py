@@ -76,7 +76,7 @@ def build_parser():
                       "fixed_answer_vocab_textvqa_5k.txt); default: the training answers' "
                       "words")
     _cli.add_vl_data_flags(data, "imdb entries")
-    _world.add_world_flags(data, train=1500, val=150, test=400, region_geometry="off")
+    _world.add_world_flags(data, train=4500, val=150, test=400, region_geometry="off")
 
     out.add_argument("--imdb", type=_cli.input_file, help="predict: the questions' imdb")
     _cli.add_vl_score_flags(out, 'TextVQA annotation JSON ({"data": [...]}) or an imdb',
