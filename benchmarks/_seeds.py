@@ -43,6 +43,24 @@ def parse_comparison(doc, models, name, jobs=False):
     return args, [int(s) for s in args.seeds.split(",")], args.models.split(",")
 
 
+def ledger_parser(doc, name, ledger, seeds="1,2,3,4,5"):
+    """The flags of a comparison kept in a `Ledger`: `--seeds`,
+    `--world_seed`, `--output_dir` (runs/<name>), `--ledger` (default
+    `ledger`) and, after `--`, recipe flags for every arm. Returns the
+    parser, for the comparison's own flags."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--seeds", default=seeds)
+    parser.add_argument("--world_seed", type=int, default=1)
+    parser.add_argument("--output_dir", default=os.path.join("runs", name))
+    parser.add_argument("--ledger", default=ledger,
+                        help="the finished runs' results (JSON), kept as each run ends; "
+                        "'' for none")
+    parser.add_argument("recipe_flags", nargs="*", help="after --: flags for every arm")
+    return parser
+
+
 def seed_run(recipe, args, name, seed, flags=()):
     """The folder and `train` command of one seed of a comparison: run
     `name` (its model `flags`) with `--seed seed` on the shared world
@@ -208,6 +226,16 @@ def paired_lines(results, seeds, arms, measures, pairs):
             lines.append(f"  {a + ' - ' + b:24s} {summary(differences, 3)} [{low:+.3f}, "
                          f"{high:+.3f}] | per seed " + ", ".join(f"{d:+.3f}" for d in differences))
     return lines
+
+
+def seed_line(seed, results, arms, measures):
+    """One seed's line: each measure of each arm, then each arm's best and
+    last step (`results[seed][arm]["steps"]`, `early_stopped_steps`)."""
+    row = results[seed]
+    return (f"# seed {seed}: " + "; ".join(
+        f"{label} " + " ".join(f"{n} {value(row[n]):.4f}" for n in arms)
+        for label, value in measures) + "; best step of last " + " ".join(
+        f"{n} {row[n]['steps'][0]}/{row[n]['steps'][1]}" for n in arms))
 
 
 def early_stopped_steps(out, history="history.csv", best="best.json"):

@@ -44,6 +44,7 @@ from benchmarks._seeds import early_stopped_steps
 from benchmarks._seeds import kept_scores
 from benchmarks._seeds import paired_lines
 from benchmarks._seeds import print_preamble
+from benchmarks._seeds import seed_line
 from benchmarks._seeds import train_run
 
 LEDGER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -127,11 +128,7 @@ def main():
             folder = os.path.join(args.output_dir, f"{name}_seed{seed}", "shapes_world")
             world = world or (folder if os.path.isdir(folder) else None)
             results[seed][name] = dict(scores["model"], steps=steps)
-        print(f"# seed {seed}: " + "; ".join(
-            f"{label} " + " ".join(f"{n} {value(results[seed][n]):.4f}" for n in ARMS)
-            for label, value in MEASURES) + "; best step of last " + " ".join(
-            f"{n} {results[seed][n]['steps'][0]}/{results[seed][n]['steps'][1]}"
-            for n in ARMS), flush=True)
+        print(seed_line(seed, results, ARMS, MEASURES), flush=True)
     print(f"test split, over seeds {args.seeds}: mean (min-max); differences paired by seed, "
           "95% bootstrap interval of their mean")
     for line in floor_lines(first) + paired_lines(

@@ -22,9 +22,10 @@ WORLD_LAYOUTS = ("default", "large_objects")
 OPTIONAL_DEFAULTS = {"layout": "default", "region_geometry": True}
 
 
-def add_world_flags(group, train=2000, val=200, test=500):
+def add_world_flags(group, train=2000, val=200, test=500, region_geometry=None):
     """Adds the `--world_*` flags (sizes left out: the cached world's, else
-    these)."""
+    these; `region_geometry` "on"/"off": the recipe's default, else the
+    cached world's, else on)."""
     for split, size in (("train", train), ("val", val), ("test", test)):
         group.add_argument(f"--world_{split}", type=_cli.positive_int, default=None,
                            help=f"Shapes world: {split} images (default {size}, or the "
@@ -37,10 +38,11 @@ def add_world_flags(group, train=2000, val=200, test=500):
                        help="Shapes world: a confounder, e.g. circle=red:0.9 (the shape takes "
                        "the colour with that probability in train and val; test stays "
                        "unbiased); see docs/shapes_world.md")
-    group.add_argument("--world_region_geometry", choices=("on", "off"), default=None,
+    group.add_argument("--world_region_geometry", choices=("on", "off"),
+                       default=region_geometry,
                        help="Shapes world: whether region features end with the box and "
-                       "its area (default on; off: appearance only, the boxes given apart, "
-                       "as MCAN vs MCAN+PA needs; docs/vqa.md)")
+                       f"its area (default {region_geometry or 'on'}; off: appearance only, "
+                       "the boxes given apart, as MCAN vs MCAN+PA needs; docs/vqa.md)")
     group.add_argument("--world_layout", choices=WORLD_LAYOUTS, default=None,
                        help="Shapes world: default, or large_objects (2-4 shapes, large ones "
                        "3-5 grid cells wide, captions of sizes, shapes and relations: the "

@@ -27,6 +27,7 @@ SOME_SETS = {
     "updown_catt_tiny": "updown_captioner", "mcan_pa_tiny": "vqa", "muan_tiny": "vqa",
     "muan_d128_gate_bias": "vqa", "catt_vqa_tiny_nocatt": "vqa",
     "muan_grounding_tiny": "grounding", "sa_m4c_tiny": "textvqa",
+    "m4c_6n_tiny": "textvqa", "m4c_6n_base": "textvqa",
 }
 
 
@@ -46,7 +47,7 @@ def test_registry_alone_knows_every_set_without_keras():
         " tf='tensorflow' in sys.modules)))\n"
     ))
     assert not out["keras"] and not out["tf"]
-    assert len(out["types"]) == 72
+    assert len(out["types"]) == 74
     for name, model_type in SOME_SETS.items():
         assert out["types"][name] == model_type
     assert set(out["types"].values()) == {t for types in RECIPES.values() for t in types}

@@ -68,3 +68,36 @@ def test_ledger_keeps_finished_runs_across_processes_and_kills(tmp_path):
     assert Ledger(None).get("regular_seed1") is None
     scores = {"model": 1, "constant_count": 2, "biggest_shape": 3, "count_oracle": 4}
     assert kept_scores(scores) == {"model": 1, "constant_count": 2, "biggest_shape": 3}
+
+
+def test_textvqa_comparison_reads_the_table_and_resumes_from_its_ledger(tmp_path):
+    """The TextVQA arms: Table 2's four, one training for all; a run in the
+    ledger is not trained again (its folder gone); the recipe's table is
+    read by column title."""
+    import argparse
+
+    from benchmarks import textvqa_seeds as tv
+    from benchmarks._seeds import Ledger
+
+    assert set(tv.ARMS) == {"m4c", "m4c_6n", "sa_m4c", "sa_m4c_random"}
+    sets = {n: f[f.index("--hparams_set") + 1] for n, f in tv.ARMS.items()}
+    assert sets == {"m4c": "m4c_tiny", "m4c_6n": "m4c_6n_tiny", "sa_m4c": "sa_m4c_tiny",
+                    "sa_m4c_random": "sa_m4c_tiny"}
+    assert tv.ARMS["sa_m4c_random"][-2:] == ["--graph", "random"]
+    assert "--early_stopping" in tv.TRAINING and "--max_minutes" in tv.TRAINING
+    table = tv.parse_table(
+        "question type    questions      model acc     model anls   majority acc  majority anls"
+        "  first_ocr acc first_ocr anls\n"
+        "direction              350          22.14          30.37           1.11           2.24"
+        "          25.97          32.73\n"
+        "[ocr]                  435          24.11          31.96           0.97           2.42"
+        "          28.28          34.98\n")
+    assert table["[ocr]"] == {"questions": 435, "acc": 24.11, "anls": 31.96,
+                              "majority_acc": 0.97, "majority_anls": 2.42,
+                              "first_ocr_acc": 28.28, "first_ocr_anls": 34.98}
+    path = str(tmp_path / "runs.json")
+    entry = {"table": table, "steps": [240, 560], "seconds": 500.0}
+    Ledger(path).put("sa_m4c_seed2", entry)
+    args = argparse.Namespace(output_dir=str(tmp_path / "gone"), world_seed=1, recipe_flags=[])
+    assert tv.run_arm(args, Ledger(path), "sa_m4c", 2, None) == entry
+    assert not (tmp_path / "gone").exists()  # nothing trained

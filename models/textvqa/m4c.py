@@ -46,8 +46,9 @@ values (the attention core's cache), which
 gives the full teacher-forced pass's scores on the argmax path (tested).
 
 Hyper-parameter sets (`models/textvqa/hparams_sets.py`,
-`model_type="textvqa"`): `m4c_base`, `sa_m4c_base` (the papers'),
-`m4c_tiny`, `sa_m4c_tiny` (Shapes world on a CPU).
+`model_type="textvqa"`): `m4c_base` (Hu et al.'s 4 layers), `m4c_6n_base`
+(Kant et al.'s 6-layer baseline), `sa_m4c_base`, and their Shapes world sizes
+`m4c_tiny`, `m4c_6n_tiny`, `sa_m4c_tiny`.
 """
 
 import keras

@@ -14,15 +14,20 @@ attending along the spatial relations of the boxes; `--graph random`, the
 paper's control).
 
 With no data flags it generates Shapes world scene text (written as an mmf
-imdb under DIR/shapes_world), trains `<model>_tiny` and prints the
-TextVQA accuracy and ANLS per question type next to the baselines. Real
-TextVQA: --imdb_train/_val/_test (mmf imdb `.npy`), --object_features (a
-region store named by image id, read as the other recipes read theirs:
-mmf's `<id>.npy` + `<id>_info.npy`, per-image `.npz` or mmf's LMDB;
---features_format) and --ocr_features (per-image `.npz`; neither needed when
-the imdb names stacked feature files), --fasttext for the OCR tokens' word
-vectors, --answer_vocab (docs/textvqa.md, "Data").
+imdb under DIR/shapes_world, region features without their boxes: the
+boxes reach the model only as detector-like, jittered boxes,
+`box_jitter`), trains `<model>_tiny` with early stopping on the
+validation accuracy under a time cap (`WORLD_TRAINING`, unless the flags
+are given) and prints the TextVQA accuracy and ANLS per question type next
+to the baselines. Real TextVQA: --imdb_train/_val/_test (mmf imdb `.npy`),
+--object_features (a region store named by image id, read as the other
+recipes read theirs: mmf's `<id>.npy` + `<id>_info.npy`, per-image `.npz`
+or mmf's LMDB; --features_format) and --ocr_features (per-image `.npz`;
+neither needed when the imdb names stacked feature files), --fasttext for
+the OCR tokens' word vectors, --answer_vocab (docs/textvqa.md, "Data").
 """
+
+import sys
 
 from recipes import _cli
 from recipes import _world
@@ -34,6 +39,10 @@ DATA_FLAGS = tuple(f"imdb_{s}" for s in SPLITS)  # without them: Shapes world
 RUN_DEFAULTS = dict(model="m4c", graph="spatial", hparams_set=None, seed=1)
 WORLD_SETS = {"m4c": "m4c_tiny", "sa_m4c": "sa_m4c_tiny"}
 PAPER_SETS = {"m4c": "m4c_base", "sa_m4c": "sa_m4c_base"}
+# Shapes world's training budget where the flags are left out: early
+# stopping on the validation TextVQA accuracy and a cap that keeps the
+# default run within 10 minutes on 2 CPU cores (docs/textvqa.md).
+WORLD_TRAINING = {"early_stopping": ("accuracy", 15), "max_minutes": 7.5}
 
 
 def build_parser():
@@ -70,7 +79,7 @@ def build_parser():
                       "fixed_answer_vocab_textvqa_5k.txt); default: the training answers' "
                       "words")
     _cli.add_vl_data_flags(data, "imdb entries")
-    _world.add_world_flags(data, train=1500, val=150, test=400)
+    _world.add_world_flags(data, train=4500, val=150, test=400, region_geometry="off")
 
     out.add_argument("--imdb", type=_cli.input_file, help="predict: the questions' imdb")
     _cli.add_vl_score_flags(out, 'TextVQA annotation JSON ({"data": [...]}) or an imdb',
@@ -97,6 +106,15 @@ def check_args(args):
          "give --object_features and --ocr_features together"),
         (args.features_format is not None and not args.object_features,
          "--features_format is the layout of --object_features"))
+    if args.command == "train" and not _cli.given(args, *DATA_FLAGS):
+        left_out = {k: v for k, v in WORLD_TRAINING.items() if getattr(args, k) is None}
+        for name, value in left_out.items():
+            setattr(args, name, value)
+        if left_out:
+            shown = {k: ":".join(map(str, v)) if isinstance(v, tuple) else v
+                     for k, v in left_out.items()}
+            print("[train] Shapes world: " + " ".join(f"--{k} {v}" for k, v in shown.items()),
+                  file=sys.stderr)
 
 
 main = _cli.recipe_main(__name__, build_parser, check_args,

@@ -24,6 +24,10 @@ from recipes import _cli
 from recipes import _vl
 from recipes import textvqa
 
+# The detector-like error of Shapes world's boxes (`features.detector_boxes`):
+# each edge moved by 5% of the box's side (standard deviation), about the
+# localisation error of a good detector (docs/textvqa.md, "Detected boxes").
+WORLD_BOX_JITTER = 0.05
 BASELINES = {
     "majority": "the majority answer of the question's type in the training split",
     "first_ocr": "the image's first OCR token",
@@ -100,12 +104,16 @@ class TextVQATask(_vl.Task):
         fasttext_dim = (textvqa_features.OcrWordVectors(self.args.fasttext, []).dim
                         if self.args.fasttext else 0)
         objects, _, ocr = train.store.of(train.records[0])
+        wanted = _cli.usage(hparams.parse, self.args.hparams)  # --hparams may add order vectors
+        order_dim = wanted.max_ocr if getattr(wanted, "ocr_order_vectors", False) else 0
         most = max(len(train.store.of(r)[0]) for r in train.records[:2000])
         longest = max(len(self.tokens(r)) for r in train.records)
         fitted = [f"object_feature_dim={objects.shape[1]}",
-                  f"ocr_feature_dim={fasttext_dim + PHOC_DIM + ocr.shape[1]}",
+                  f"ocr_feature_dim={fasttext_dim + PHOC_DIM + ocr.shape[1] + order_dim}",
                   f"max_objects={min(hparams.max_objects, max(1, most))}",
                   f"max_question_length={min(hparams.max_question_length, max(1, longest))}"]
+        if not self.data_given:  # Shapes world's boxes are exact: detect them
+            fitted.append(f"box_jitter={WORLD_BOX_JITTER}")
         return _cli.usage(hparams.parse(",".join(fitted)).parse, self.args.hparams), None
 
     def new_model(self, hparams, vocabs, word_vectors, seed):
@@ -187,6 +195,15 @@ class TextVQATask(_vl.Task):
             print(f"[eval] baseline {name}: {BASELINES[name]}")
         textvqa_metrics.write_textvqa_scores_json(
             columns["model"], self.output_file(f"{self.args.split}_scores.json"))
+        ocr = [r.question_id for r in records if r.answer_source == "ocr"]
+        if ocr:  # the OCR answers' score beside its floors (docs/textvqa.md)
+            def on_ocr(name):
+                per = columns[name].per_question
+                return 100.0 * float(np.mean([per[q]["accuracy"] for q in ocr]))
+
+            print(f"[eval] OCR answers ({len(ocr)}): {self.model_name(trained.settings)} "
+                  f"{on_ocr('model'):.2f}% accuracy; floors: " + ", ".join(
+                      f"{name} {on_ocr(name):.2f}%" for name in columns if name != "model"))
         for record, answer in list(zip(records, answers))[:5]:
             print(f"  {record.question} -> {answer} (annotators: {record.answers[0]})")
         return (self.results(split, predicted), columns["model"],

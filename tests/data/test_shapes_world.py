@@ -22,6 +22,7 @@ from keras_structattn.data import shapes_world as sw
 from keras_structattn.data.shapes_world import describe
 from keras_structattn.data.shapes_world import report
 from keras_structattn.data.shapes_world.scenes import COLORS
+from keras_structattn.data.shapes_world.scenes import shape_mask
 from keras_structattn.ops.spatial_graph import spatial_relations_numpy
 
 PLATE_RGB = (240, 240, 240)
@@ -100,6 +101,53 @@ def relation_ok(scene, a, relation, b):
     return ok
 
 
+def node_pixels(scene, name):
+    """bool `[canvas, canvas]`: the pixels of shape "o<i>" (its mask drawn
+    in its box, occlusion ignored) or sign plate "s<k>" (its box)."""
+    out = np.zeros((scene.canvas, scene.canvas), bool)
+    if name[0] == "o":
+        shape = scene.shapes[int(name[1:])]
+        x1, y1, x2, y2 = shape.box
+        out[y1:y2, x1:x2] = shape_mask(shape.shape, x2 - x1)
+    else:
+        x1, y1, x2, y2 = scene.signs[int(name[1:])].box
+        out[y1:y2, x1:x2] = True
+    return out
+
+
+def extent_ok(scene, a, relation, b):
+    """TextVQA's direction rule from the pixels: every pixel of a beside
+    every pixel of b in the stated direction, sharing a row (left, right)
+    or a column (above, below); no distance limit."""
+    pa, pb = node_pixels(scene, a), node_pixels(scene, b)
+    cols_a, cols_b = np.flatnonzero(pa.any(0)), np.flatnonzero(pb.any(0))
+    rows_a, rows_b = np.flatnonzero(pa.any(1)), np.flatnonzero(pb.any(1))
+    share_row = bool(np.intersect1d(rows_a, rows_b).size)
+    share_col = bool(np.intersect1d(cols_a, cols_b).size)
+    return {
+        "right of": share_row and cols_a.min() > cols_b.max(),
+        "left of": share_row and cols_a.max() < cols_b.min(),
+        "above": share_col and rows_a.max() < rows_b.min(),
+        "below": share_col and rows_a.min() > rows_b.max(),
+    }[relation]
+
+
+def written_on_ok(scene, sign, host):
+    """Whether sign "s<k>" is drawn on shape "o<i>": its plate is all plate
+    or ink pixels and the one-pixel ring around it is the host's colour,
+    inside the host's mask."""
+    x1, y1, x2, y2 = scene.signs[int(sign[1:])].box
+    shape = scene.shapes[int(host[1:])]
+    plate = scene.image[y1:y2, x1:x2]
+    if not ((plate == PLATE_RGB).all(-1) | (plate == INK_RGB).all(-1)).all():
+        return False
+    ring = np.zeros((scene.canvas, scene.canvas), bool)
+    ring[y1 - 1:y2 + 1, x1 - 1:x2 + 1] = True
+    ring[y1:y2, x1:x2] = False
+    on_host = (scene.image[ring] == COLORS[shape.color]).all(-1).all()
+    return bool(on_host and node_pixels(scene, host)[ring].all())
+
+
 def matches(shape, f):
     return all(getattr(shape, k) == v for k, v in f.items())
 
@@ -128,6 +176,18 @@ def check_fact(scene, fact):
             pool = [f"o{i}" for i, o in enumerate(shapes) if matches(o, fact["filter"])]
         hits = [n for n in pool if relation_ok(scene, n, fact["relation"], fact["b"])]
         assert hits == [fact["node"]], fact
+    elif kind == "extent":
+        assert extent_ok(scene, fact["a"], fact["relation"], fact["b"]), fact
+        if fact["only"]:
+            hits = [f"s{k}" for k in range(len(scene.signs))
+                    if extent_ok(scene, f"s{k}", fact["relation"], fact["b"])]
+            assert hits == [fact["a"]], fact
+    elif kind == "written_on":
+        assert written_on_ok(scene, fact["node"], fact["b"]), fact
+        if fact["only"]:
+            hits = [f"s{k}" for k in range(len(scene.signs))
+                    if written_on_ok(scene, f"s{k}", fact["b"])]
+            assert hits == [fact["node"]], fact
     elif kind == "text":
         assert " ".join(scene.signs[int(fact["node"][1:])].words) == fact["text"]
     elif kind == "unique_text":
@@ -360,10 +420,14 @@ def test_every_stated_fact_holds(world):
         for fact in record["facts"]:
             check_fact(scene, fact)
             key = fact.get("relation", fact["kind"])
+            if fact["kind"] == "extent":  # TextVQA's own rule
+                key = f"extent {key}"
             kinds[key] = kinds.get(key, 0) + 1
     # The check above is not vacuous: every relation and fact kind occurs.
     for key in ("left of", "right of", "above", "below", "inside", "contains", "count",
-                "attributes", "unique", "exists", "text", "unique_text", "biggest"):
+                "attributes", "unique", "exists", "text", "unique_text", "biggest",
+                "extent left of", "extent right of", "extent above", "extent below",
+                "written_on"):
         assert kinds.get(key, 0) >= 10, (key, kinds)
 
 
@@ -695,3 +759,37 @@ def test_cli_writes_the_chosen_tasks_and_reports(tmp_path, capsys):
     assert not (out / "captions").exists() and not (out / "textvqa").exists()
     assert json.loads((out / "baselines.json").read_text()) == result["baselines"]
     assert result["summary"]["splits"]["train"]["scenes"] == 20
+
+
+def test_textvqa_directions_are_not_the_graph_sectors():
+    from keras_structattn.data.shapes_world.relations import DIRECTION_LABELS
+    from keras_structattn.data.shapes_world.relations import extent_direction
+
+    def graph(a, b):
+        return int(spatial_relations_numpy(np.array([a, b], np.float64) / 64)[0, 1])
+
+    tall, small = (10, 10, 30, 60), (0, 30, 6, 40)
+    cases = [
+        # beside the tall shape's top rows: right of by extents, the graph's
+        # upper-right sector (10, a sector of "above")
+        ((31, 10, 35, 14), tall, "right of", 10),
+        # far right of a small shape, sharing rows: right of, and no graph
+        # relation (beyond the distance threshold)
+        ((56, 30, 64, 34), small, "right of", 0),
+        # right and above, no row in common: no direction; the graph says right (11)
+        ((40, 4, 64, 8), tall, None, 11),
+        # touching the shape's last column (x2 exclusive): right of; one column in: none
+        ((30, 20, 40, 24), tall, "right of", 11),
+        ((29, 20, 40, 24), tall, None, 11),
+        ((12, 61, 20, 64), tall, "below", 6),
+        ((0, 0, 9, 4), tall, None, 9),
+    ]
+    for box, shape, direction, label in cases:
+        assert extent_direction(box, shape) == direction, box
+        assert graph(box, shape) == label, box
+        if direction is not None:
+            assert extent_direction(shape, box) == OPPOSITE[direction]
+    # Not vacuous: the graph sector and the extent rule disagree on some cases.
+    assert any(d is None and label in DIRECTION_LABELS["right of"] for *_, d, label in cases)
+    assert any(d == "right of" and label not in DIRECTION_LABELS["right of"]
+               for *_, d, label in cases)

@@ -68,6 +68,17 @@ def test_ocr_features_are_unit_parts():
     np.testing.assert_allclose(np.linalg.norm(out[:, 2:2 + PHOC_DIM], axis=1), 1.0, rtol=1e-5)
 
 
+def test_ocr_order_vectors_are_one_hot_reading_positions():
+    tokens, appearance = ["open", "late", "now"], np.full((3, 3), 2.0)
+    plain = features.ocr_features(tokens, appearance)
+    ordered = features.ocr_features(tokens, appearance, order_size=5)
+    np.testing.assert_array_equal(ordered[:, :-5], plain)
+    np.testing.assert_array_equal(ordered[:, -5:], [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0],
+                                                    [0, 0, 1, 0, 0]])
+    with pytest.raises(ValueError, match="order_size"):
+        features.ocr_features(tokens, appearance, order_size=2)
+
+
 def test_random_graph_keeps_the_implicit_and_blocked_edges():
     labels = np.array([[relation_tables.IMPLICIT, 3], [relation_tables.BLOCKED, 12]])
     drawn = features.random_graph(labels, [0, 1])
@@ -92,3 +103,66 @@ def test_m4c_batches(stacked):
     dummy = batches.dummy_inputs(hparams, spatial=True)
     assert {k: v.shape[1:] for k, v in dummy.items()} == {k: v.shape[1:]
                                                           for k, v in inputs.items()}
+
+
+def test_detector_boxes_move_each_edge_by_the_jitter_times_the_side():
+    rng = np.random.default_rng(0)
+    corner = rng.uniform(0.2, 0.5, (4000, 2))
+    side = rng.uniform(0.05, 0.3, (4000, 2))
+    boxes = np.concatenate([corner, corner + side], axis=1).astype("float32")
+    moved = features.detector_boxes(boxes, 0.05, ("ocr", 7))
+    # The shift of each edge over its box's side (width for x, height for y):
+    # standard normal times 0.05, nothing clipped here (boxes far from 0 and 1).
+    sides = np.concatenate([side, side], axis=1)
+    ratio = (moved.astype("float64") - boxes) / sides
+    assert abs(ratio.std() - 0.05) < 0.003 and abs(ratio.mean()) < 0.003
+    assert np.abs(ratio).max() <= 0.15 + 1e-5  # cut at 3 standard deviations
+    # Edges move independently: x1's shift says nothing about x2's.
+    assert abs(np.corrcoef(ratio[:, 0], ratio[:, 2])[0, 1]) < 0.05
+    # Mean IoU with the drawn box: a well-localised detection.
+    inter = np.prod(np.clip(np.minimum(moved[:, 2:], boxes[:, 2:])
+                            - np.maximum(moved[:, :2], boxes[:, :2]), 0, None), axis=1)
+    areas = [np.prod(b[:, 2:] - b[:, :2], axis=1) for b in (moved, boxes)]
+    iou = inter / (areas[0] + areas[1] - inter)
+    assert 0.8 < iou.mean() < 0.95
+
+
+def test_detector_boxes_are_one_detection_per_key_and_stay_boxes():
+    boxes = np.array([[0.0, 0.0, 0.01, 1.0], [0.5, 0.5, 0.5, 0.5], [0.9, 0.2, 1.0, 0.3]],
+                     "float32")
+    a = features.detector_boxes(boxes, 0.5, ("ocr", "img7"))
+    np.testing.assert_array_equal(a, features.detector_boxes(boxes, 0.5, ("ocr", "img7")))
+    assert not np.array_equal(a, features.detector_boxes(boxes, 0.5, ("ocr", "img8")))
+    assert np.all((a >= 0) & (a <= 1)) and np.all(a[:, 2:] >= a[:, :2])
+    np.testing.assert_array_equal(a[1], boxes[1])  # a point has no side to err by
+    np.testing.assert_array_equal(features.detector_boxes(boxes, 0.0, ("ocr", 1)), boxes)
+    with pytest.raises(ValueError, match="jitter"):
+        features.detector_boxes(boxes, -0.1, ("ocr", 1))
+
+
+def test_m4c_and_sa_m4c_batches_have_the_same_targets_and_detected_boxes(stacked):
+    hparams = HParams(max_objects=3, max_ocr=4, max_question_length=2, object_feature_dim=4,
+                      ocr_feature_dim=PHOC_DIM + 5, num_steps=3, distance_threshold=0.5,
+                      box_jitter=0.05)
+    # "stop here": both words in the vocabulary and among the OCR tokens, so
+    # that M4C's own targets (one sampled index per step) would differ.
+    vocab = AnswerWordVocab.from_answers([["stop here"]])
+    records = [record(qid=q, answers=["stop here"] * 10) for q in (1, 2)]
+    made = {spatial: batches.M4CBatches(records, stacked, np.array([[5, 0], [5, 0]]), vocab,
+                                        hparams, spatial=spatial, seed=1).batch(np.arange(2))
+            for spatial in (False, True)}
+    (plain, plain_scores, plain_mask), (sa, sa_scores, sa_mask) = made[False], made[True]
+    np.testing.assert_array_equal(plain_scores, sa_scores)
+    np.testing.assert_array_equal(plain_mask, sa_mask)
+    np.testing.assert_array_equal(plain["previous"], sa["previous"])
+    # Step 1 ("here") has every index that writes it on: the vocabulary's and the copy's.
+    here = vocab.index("here")
+    assert here > 2 and plain_scores[0, 1, [here, vocab.size + 1]].tolist() == [1, 1]
+    for key in ("object_boxes", "ocr_boxes"):
+        np.testing.assert_array_equal(plain[key], sa[key])
+        # Both questions are of image 7: one detection, not the drawn boxes.
+        np.testing.assert_array_equal(plain[key][0], plain[key][1])
+    np.testing.assert_array_equal(
+        plain["ocr_boxes"][0, :2],
+        features.detector_boxes(records[0].ocr_boxes, 0.05, ("ocr", 7)))
+    assert not np.allclose(plain["ocr_boxes"][0, :2], records[0].ocr_boxes)

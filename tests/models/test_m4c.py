@@ -200,3 +200,28 @@ def test_answer_text_stops_at_eos_and_copies_ocr_tokens():
     assert answer_text([6, 6, 6], words, ocr) == ("Cafe Cafe Cafe", [0, 0, 0])
     # <pad> (0) and <s> (1) are no words of an answer.
     assert answer_text([1, 4, 0, 6, 2], words, ocr) == ("red Cafe", [0])
+
+
+@pytest.mark.parametrize("size", ["tiny", "base"])
+def test_m4c_6n_is_sa_m4c_with_plain_layers(size):
+    """M4C† 6N (Kant et al., 2020, Table 2): the depth, width and trained
+    parameters of SA-M4C's 2 plain + 4 spatial layers, all plain."""
+    from models import registry
+
+    plain, sa = registry.get(f"m4c_6n_{size}"), registry.get(f"sa_m4c_{size}")
+    assert (plain.architecture, plain.num_layers, plain.num_spatial_layers) == ("m4c", 6, 0)
+    assert (sa.architecture, sa.num_layers, sa.num_spatial_layers) == ("sa_m4c", 2, 4)
+    ignore = {"architecture", "num_layers", "num_spatial_layers"}
+    assert {k: v for k, v in plain.values().items() if k not in ignore} == {
+        k: v for k, v in sa.values().items() if k not in ignore}
+    assert registry.get(f"m4c_{size}").num_layers == 4  # M4C's own depth (Hu et al.)
+    if size == "tiny":  # same parameter count, built
+        counts = []
+        for spatial in (False, True):
+            model = M4C(20, V, max_ocr=T, num_steps=S, hidden_size=plain.hidden_size,
+                        num_heads=12, filter_size=plain.filter_size, num_text_layers=1,
+                        num_layers=2 if spatial else 6, num_spatial_layers=4 if spatial else 0,
+                        max_question_length=8, seed=3)
+            model(dict(make_inputs(spatial=spatial), previous=np.ones((B, S), "int32")))
+            counts.append(model.count_params())
+        assert counts[0] == counts[1]

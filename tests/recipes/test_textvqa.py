@@ -185,7 +185,10 @@ def test_a_malformed_imdb_entry_stops_the_run_or_is_counted(trained, tmp_path, c
     assert f"{len(entries) - 2} of {len(entries) - 1} entries kept" in err, err
     assert f"vectors for 2 of {len(tokens)} OCR token types" in err, err
     hparams = json.loads((tmp_path / "run" / "hparams.json").read_text())
-    assert hparams["ocr_feature_dim"] == 4 + 604 + 30  # FastText, PHOC, appearance
+    # FastText, PHOC, appearance (the recipe's world: 25 dims, no box); real data: the
+    # paper's set, no order vectors, and the boxes as given (no jitter).
+    assert hparams["ocr_feature_dim"] == 4 + 604 + 25
+    assert hparams["box_jitter"] == 0.0 and not hparams["ocr_order_vectors"]
     history = json.loads((tmp_path / "run" / "train_summary.json").read_text())
     assert np.isfinite(history["loss"][-1])
 
@@ -213,3 +216,19 @@ def test_per_image_feature_folders_give_the_same_answers(trained, tmp_path, caps
     want = textvqa.main(["predict", *flags(trained), "--imdb", imdb(trained, "test")])
     got = textvqa.main(["predict", *flags(trained), "--imdb", str(moved), *folders])
     assert got == want
+
+
+def test_shapes_world_trains_to_early_stopping_under_a_time_cap_unless_told():
+    """The default run's budget (docs/textvqa.md): on Shapes world, early
+    stopping on the validation accuracy and a time cap where the flags are
+    left out; the flags given win; real data keeps the paper's schedule."""
+    def checked(*argv):
+        args = textvqa.build_parser().parse_args(["train", *argv])
+        textvqa.check_args(args)
+        return args.early_stopping, args.max_minutes
+
+    assert checked() == (("accuracy", 15), 7.5)
+    assert checked("--max_minutes", "2", "--early_stopping", "loss:2") == (("loss", 2), 2.0)
+    assert checked("--imdb_train", "README.md") == (None, None)
+    world = textvqa.build_parser().parse_args(["train"])
+    assert world.world_region_geometry == "off" and world._world_sizes["train"] == 4500

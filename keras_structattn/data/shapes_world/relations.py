@@ -22,6 +22,12 @@ that overlap or of a shape half below another. Pairs whose centres are at
 least `0.5 * sqrt(2)` apart (normalised) have label 0 and no stated
 relation. The reverse pair always has the reverse relation (the op gives
 the opposite sector).
+
+**TextVQA's questions use another rule** (`extent_direction`,
+`written_on`): were their relations the graph's labels, SA-M4C's graph
+(built from the same labels) would hand over the answer (Kant et al.,
+2020, arXiv:2007.12146; docs/textvqa.md, "The questions' relations").
+Captions, VQA and referring expressions keep the rule above.
 """
 
 import numpy as np
@@ -149,3 +155,64 @@ def relation_holds(scene, a, relation, b):
         A bool.
     """
     return stated_relations(scene)[scene.node(a)][scene.node(b)] == relation
+
+
+def extent_direction(box_a, box_b):
+    """The direction of A from B by pixel extents, or None (TextVQA's rule).
+
+    "A right of B": every pixel of A lies right of every pixel of B
+    (`A.x1 >= B.x2`, no column in common) and A and B share at least one
+    pixel row (`A.y1 < B.y2` and `B.y1 < A.y2`), so that A is beside B, not
+    beside and above it; "left of" mirrored; "above" and "below" the same
+    with rows and columns swapped. At most one holds, and none for boxes
+    that overlap or lie diagonally apart. There is no distance limit.
+
+    This is a rule on the pixels of the objects: a drawn shape touches all
+    four sides of its box in every row and column between them
+    (`scenes.shape_mask`) and a sign plate fills its box, so the extents of
+    the object masks are the boxes. It is independent of the SA-M4C graph
+    (`spatial_relations_numpy`), which labels a pair by the 45-degree
+    sector of the centre offset and gives no direction beyond its distance
+    threshold: a sign "right of" a shape by this rule may be in any graph
+    sector from upper-right to lower-right, or in none.
+
+    Args:
+        box_a, box_b: pixel boxes `(x1, y1, x2, y2)`, `x2`, `y2` exclusive.
+
+    Returns:
+        One of `DIRECTIONS`, or None.
+    """
+    ax1, ay1, ax2, ay2 = box_a
+    bx1, by1, bx2, by2 = box_b
+    rows = ay1 < by2 and by1 < ay2
+    columns = ax1 < bx2 and bx1 < ax2
+    if rows and ax1 >= bx2:
+        return "right of"
+    if rows and ax2 <= bx1:
+        return "left of"
+    if columns and ay2 <= by1:
+        return "above"
+    if columns and ay1 >= by2:
+        return "below"
+    return None
+
+
+def written_on(scene, k):
+    """The shape index sign `k` is written on, or None (TextVQA's rule).
+
+    A sign is written on shape B when the generator drew its plate on B's
+    visible pixels (`placement == "on"`, `anchor` B): every pixel of the
+    plate, grown by one pixel, was a pixel of B's mask not covered by
+    another shape (`scenes._spots_on`). That is B's mask, not the graph's
+    box containment (label 2), which a sign on a shape's bare box corner
+    would also have.
+
+    Args:
+        scene: a `Scene`.
+        k: a sign index.
+
+    Returns:
+        An int, or None.
+    """
+    sign = scene.signs[k]
+    return sign.anchor if sign.placement == "on" else None

@@ -15,20 +15,29 @@ Up to `QUESTIONS_PER_SCENE` = 2 questions per scene with text (see
 
 An OCR answer is the sign's words joined by spaces; the question record
 keeps the indices of those OCR tokens (`answer_tokens`), so a pointer
-network (M4C) has to copy 1-3 tokens in order. A relation asked about holds
-for the sign's plate and for every one of its token boxes (`relations`),
-the shape is uniquely described, and no other sign is in that relation to
-it. The host questions name a sign by its text, which is then unique among
-the scene's signs. Scenes without signs get no question (counted as
-`textvqa_no_text`); shortfalls are counted as `textvqa_skipped`.
+network (M4C) has to copy 1-3 tokens in order. The host questions name a
+sign by its text, which is then unique among the scene's signs. Scenes
+without signs get no question (counted as `textvqa_no_text`); shortfalls
+are counted as `textvqa_skipped`.
+
+**The relations asked about are not the SA-M4C graph's.** A direction
+("right of") is `relations.extent_direction` of the sign's plate and the
+shape: every pixel of one beside every pixel of the other, sharing a row
+(left/right) or a column (above/below), at any distance; "written on" is
+`relations.written_on`: the plate drawn on the shape's visible pixels.
+The graph labels pairs by the 45-degree sector of their box centres
+within a distance threshold (`ops.spatial_relations_numpy`) and the
+recipe builds it from jittered boxes, so it is evidence about the answer,
+not the answer (docs/textvqa.md). The shape is uniquely described, and no
+other sign is in the relation asked about to it.
 """
 
 from keras_structattn.data.shapes_world import describe as d
 from keras_structattn.data.shapes_world.answers import ANSWER_TYPES
 from keras_structattn.data.shapes_world.answers import annotate
 from keras_structattn.data.shapes_world.relations import DIRECTIONS
-from keras_structattn.data.shapes_world.relations import relation_holds
-from keras_structattn.data.shapes_world.relations import stated_relation
+from keras_structattn.data.shapes_world.relations import extent_direction
+from keras_structattn.data.shapes_world.relations import written_on
 
 QUESTIONS_PER_SCENE = 2
 OCR_TYPES = ("written_on", "direction")
@@ -42,42 +51,18 @@ def _tokens_of(scene, k):
     return [t for t, (s, _) in enumerate(scene.tokens) if s == k]
 
 
-def _all_tokens(scene, k, relation, b):
-    return all(relation_holds(scene, f"t{t}", relation, b) for t in _tokens_of(scene, k))
-
-
 def _hosted(scene):
-    """`[(sign, host)]` for signs strictly inside a shape, every token too."""
-    out = []
-    for k, sign in enumerate(scene.signs):
-        if sign.placement != "on":
-            continue
-        host = f"o{sign.anchor}"
-        if stated_relation(scene, f"s{k}", host) == "inside" and _all_tokens(
-            scene, k, "inside", host
-        ):
-            out.append((k, sign.anchor))
-    return out
-
-
-def _token_facts(scene, k, relation, b):
-    return [
-        {"kind": "relation", "a": f"t{t}", "relation": relation, "b": b}
-        for t in _tokens_of(scene, k)
-    ]
+    """`[(sign, host)]` of the signs written on a shape (`written_on`)."""
+    return [(k, host) for k in range(len(scene.signs))
+            if (host := written_on(scene, k)) is not None]
 
 
 def _written_on(scene, rng, exclude=()):
     candidates = []
-    for k, host in _hosted(scene):
-        if k in exclude:
-            continue
-        others = [
-            j
-            for j in range(len(scene.signs))
-            if j != k and relation_holds(scene, f"s{j}", "inside", f"o{host}")
-        ]
-        if others:
+    hosted = _hosted(scene)
+    for k, host in hosted:
+        # One sign per host (the generator's rule); checked, not assumed.
+        if k in exclude or [h for _, h in hosted].count(host) > 1:
             continue
         for f in d.unique_filters(scene.shapes, host):
             candidates.append((k, host, f))
@@ -91,27 +76,22 @@ def _written_on(scene, rng, exclude=()):
     facts = [
         {"kind": "unique", "node": f"o{host}", "filter": f},
         {"kind": "text", "node": f"s{k}", "text": d.sign_text(scene.signs[k])},
-        {"kind": "only", "node": f"s{k}", "relation": "inside", "b": f"o{host}",
-         "among": "signs", "filter": {}},
-        *_token_facts(scene, k, "inside", f"o{host}"),
+        {"kind": "written_on", "node": f"s{k}", "b": f"o{host}", "only": True},
     ]
     return d.choice(rng, options), d.sign_text(scene.signs[k]), "text", facts, k
 
 
 def _direction(scene, rng, exclude=()):
     candidates = []
-    n_signs = len(scene.signs)
-    for i in range(len(scene.shapes)):
+    plates = [sign.box for sign in scene.signs]
+    for i, shape in enumerate(scene.shapes):
         filters = d.unique_filters(scene.shapes, i)
         if not filters:
             continue
+        directions = [extent_direction(box, shape.box) for box in plates]
         for relation in DIRECTIONS:
-            hits = [k for k in range(n_signs) if relation_holds(scene, f"s{k}", relation, f"o{i}")]
-            if (
-                len(hits) == 1
-                and hits[0] not in exclude
-                and _all_tokens(scene, hits[0], relation, f"o{i}")
-            ):
+            hits = [k for k, found in enumerate(directions) if found == relation]
+            if len(hits) == 1 and hits[0] not in exclude:
                 candidates.extend((hits[0], relation, i, f) for f in filters)
     if not candidates:
         return None
@@ -124,10 +104,7 @@ def _direction(scene, rng, exclude=()):
     facts = [
         {"kind": "unique", "node": f"o{i}", "filter": f},
         {"kind": "text", "node": f"s{k}", "text": d.sign_text(scene.signs[k])},
-        {"kind": "relation", "a": f"s{k}", "relation": relation, "b": f"o{i}"},
-        {"kind": "only", "node": f"s{k}", "relation": relation, "b": f"o{i}",
-         "among": "signs", "filter": {}},
-        *_token_facts(scene, k, relation, f"o{i}"),
+        {"kind": "extent", "a": f"s{k}", "relation": relation, "b": f"o{i}", "only": True},
     ]
     return d.choice(rng, options), d.sign_text(scene.signs[k]), "text", facts, k
 
@@ -155,7 +132,7 @@ def _host(scene, rng, asked):
     facts = [
         {"kind": "text", "node": f"s{k}", "text": text},
         {"kind": "unique_text", "node": f"s{k}", "text": text},
-        {"kind": "relation", "a": f"s{k}", "relation": "inside", "b": f"o{host}"},
+        {"kind": "written_on", "node": f"s{k}", "b": f"o{host}", "only": False},
         {"kind": "attributes", "node": f"o{host}", "values": {asked: answer}},
     ]
     return question, answer, asked, facts, None

@@ -5,8 +5,16 @@ import numpy as np
 
 from keras_structattn.ops import spatial_graph
 from keras_structattn.tasks.textvqa import textvqa
+from keras_structattn.tasks.textvqa.features import detector_boxes
 from keras_structattn.tasks.textvqa.features import ocr_features
 from keras_structattn.tasks.textvqa.features import random_graph
+
+# M4C and SA-M4C train on the same targets (docs/textvqa.md, "Targets"):
+# SA-M4C's, where every index that writes the step's word is a positive.
+# With M4C's own (one sampled sequence's index), a word that is both in the
+# vocabulary and among the OCR tokens has one index as the positive and the
+# other as a negative, switched at random from epoch to epoch.
+TARGETS_ALL_COPIES = True
 
 
 class M4CBatches:
@@ -20,9 +28,13 @@ class M4CBatches:
         answer_vocab: the `AnswerWordVocab`.
         hparams: the model's hparams (`max_objects`, `max_ocr`,
             `object_feature_dim`, `ocr_feature_dim`, `num_steps`,
-            `distance_threshold`).
-        spatial: SA-M4C: add the relation labels (`relations`) and copy
-            targets at every position of a repeated OCR token.
+            `distance_threshold`; `ocr_order_vectors`: the OCR features
+            end with the tokens' order vectors (`ocr_features`); and
+            `box_jitter`: the boxes given to the
+            model and to the graph are `detector_boxes` of the data's with
+            that jitter, keyed by the image; 0 or absent: unchanged).
+        spatial: SA-M4C: add the relation labels (`relations`). The
+            targets are the same for both models (`TARGETS_ALL_COPIES`).
         random: replace the spatial labels by a fixed random graph per
             question (`random_graph`, seeded by `seed` and the row).
         seed: the run's seed (the random graphs, the drawn answers).
@@ -53,17 +65,23 @@ class M4CBatches:
                "ocr": np.zeros((b, t, h.ocr_feature_dim), np.float32),
                "ocr_boxes": np.zeros((b, t, 4), np.float32),
                "ocr_mask": np.zeros((b, t), bool)}
+        # Runs saved before these hparams existed had neither.
+        jitter = float(getattr(h, "box_jitter", 0.0))
+        order = t if getattr(h, "ocr_order_vectors", False) else 0
         for k, row in enumerate(rows):
             record = self.records[row]
             objects, boxes, appearance = self.store.of(record)
             m = min(len(objects), n)
-            out["objects"][k, :m], out["object_boxes"][k, :m] = objects[:m], boxes[:m]
+            out["objects"][k, :m] = objects[:m]
+            out["object_boxes"][k, :m] = detector_boxes(
+                boxes, jitter, ("objects", record.image_id))[:m]
             out["object_mask"][k, :m] = True
             tokens = record.ocr_tokens[:t]
             if tokens:
                 out["ocr"][k, : len(tokens)] = ocr_features(
-                    tokens, appearance[: len(tokens)], self.word_vectors, self._phoc)
-                out["ocr_boxes"][k, : len(tokens)] = record.ocr_boxes[: len(tokens)]
+                    tokens, appearance[: len(tokens)], self.word_vectors, self._phoc, order)
+                out["ocr_boxes"][k, : len(tokens)] = detector_boxes(
+                    record.ocr_boxes, jitter, ("ocr", record.image_id))[: len(tokens)]
                 out["ocr_mask"][k, : len(tokens)] = True
         if self.spatial:
             out["relations"] = self.relations(out, rows)
@@ -115,7 +133,7 @@ class M4CBatches:
             p, s, m = textvqa.m4c_targets(
                 step0, sequence, self.records[row].ocr_tokens, self.answer_vocab,
                 num_steps=self.hparams.num_steps, max_ocr=self.hparams.max_ocr,
-                all_copies=self.spatial)
+                all_copies=TARGETS_ALL_COPIES)
             previous.append(p)
             scores.append(s)
             masks.append(m)

@@ -19,6 +19,7 @@ Every read is checked; an error names the file and the image or question.
 """
 
 import os
+import zlib
 
 import numpy as np
 
@@ -167,18 +168,27 @@ def _unit(x):
     return (x / np.maximum(norm, 1e-12)).astype(np.float32)
 
 
-def ocr_features(tokens, appearance, word_vectors=None, phoc_cache=None):
+def ocr_features(tokens, appearance, word_vectors=None, phoc_cache=None, order_size=0):
     """M4C's OCR token features: the word vectors (optional), the PHOC
-    vectors and the appearance features, each part scaled to unit norm.
+    vectors and the appearance features, each part scaled to unit norm,
+    then, with `order_size`, the tokens' order vectors.
+
+    The order vectors are LoRRA's (Singh et al., 2019, arXiv:1904.08920):
+    row n is one-hot at n, the token's place in the OCR system's reading
+    order. mmf's TextVQA pipeline builds them (`use_order_vectors: true`);
+    M4C (Hu et al., 2020) feeds them as zeros, so the `_base` sets leave
+    them out (docs/textvqa.md, "OCR reading order").
 
     Args:
         tokens: the OCR tokens (a non-empty list of str).
         appearance: `[len(tokens), C]` appearance features.
         word_vectors: an `OcrWordVectors`, or None.
         phoc_cache: optional `{token: PHOC vector}` dict, filled as read.
+        order_size: 0 (no order vectors) or their width, `>= len(tokens)`
+            (the model's `max_ocr`).
 
     Returns:
-        float32 `[len(tokens), (word dim) + PHOC_DIM + C]`.
+        float32 `[len(tokens), (word dim) + PHOC_DIM + C + order_size]`.
     """
     cache = {} if phoc_cache is None else phoc_cache
     for t in tokens:
@@ -186,6 +196,11 @@ def ocr_features(tokens, appearance, word_vectors=None, phoc_cache=None):
             cache[t] = phoc(t)
     parts = [] if word_vectors is None else [np.stack([word_vectors(t) for t in tokens])]
     parts += [np.stack([cache[t] for t in tokens]), appearance]
+    if order_size:
+        if order_size < len(tokens):
+            raise ValueError(f"Argument `order_size` ({order_size}) must be at least the "
+                             f"number of tokens ({len(tokens)}).")
+        parts.append(np.eye(len(tokens), order_size, dtype=np.float32))
     return np.concatenate([_unit(p) for p in parts], axis=1)
 
 
@@ -205,3 +220,41 @@ def random_graph(labels, seed):
     spatial = labels < relation_tables.NUM_SPATIAL_LABELS
     drawn = spatial_graph.random_relations(labels.shape, seed=seed)
     return np.where(spatial, drawn, labels).astype(np.int32)
+
+
+def detector_boxes(boxes, jitter, key):
+    """Boxes as a detector would give them: each edge moved by Gaussian noise.
+
+    A detector localises a box only approximately; this stands in for that
+    error on data whose boxes are exact (Shapes world), so that the
+    SA-M4C graph (Kant et al., 2020, arXiv:2007.12146, Sec. 4.1) and the
+    box features of M4C (Hu et al., 2020, arXiv:1911.06258, Eqs. 1-2) are
+    built from detected, not drawn, boxes. `x1` and `x2` move by
+    `N(0, (jitter * width)^2)` each, `y1` and `y2` by `N(0, (jitter *
+    height)^2)`, independently, cut at 3 standard deviations; the result is
+    clipped to [0, 1] with `x1 <= x2`, `y1 <= y2`. The draw depends only
+    on `key` (e.g. `("ocr", image_id)`): every question of an image, in
+    every run and split, sees the same detected boxes, as one detector
+    pass would give.
+
+    Args:
+        boxes: float `[N, 4]` normalised `(x1, y1, x2, y2)`.
+        jitter: the noise's standard deviation as a fraction of the box's
+            side, >= 0 (0: the boxes unchanged).
+        key: a tuple of str and int: the draw's seed.
+
+    Returns:
+        float32 `[N, 4]`.
+    """
+    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+    if jitter < 0:
+        raise ValueError(f"Argument `jitter` must be >= 0. Received: jitter={jitter}")
+    if jitter == 0 or not len(boxes):
+        return boxes
+    # A stable seed from the key (Python's `hash` of a str changes per process).
+    seed = zlib.crc32(repr(tuple(key)).encode("utf-8"))
+    noise = np.clip(np.random.default_rng(seed).standard_normal(boxes.shape), -3.0, 3.0)
+    sides = np.concatenate([boxes[:, 2:] - boxes[:, :2]] * 2, axis=1)
+    moved = np.clip(boxes + jitter * sides * noise, 0.0, 1.0)
+    low, high = np.minimum(moved[:, :2], moved[:, 2:]), np.maximum(moved[:, :2], moved[:, 2:])
+    return np.concatenate([low, high], axis=1).astype(np.float32)
