@@ -22,9 +22,10 @@ are given) and prints the TextVQA accuracy and ANLS per question type next
 to the baselines. Real TextVQA: --imdb_train/_val/_test (mmf imdb `.npy`),
 --object_features (a region store named by image id, read as the other
 recipes read theirs: mmf's `<id>.npy` + `<id>_info.npy`, per-image `.npz`
-or mmf's LMDB; --features_format) and --ocr_features (per-image `.npz`;
-neither needed when the imdb names stacked feature files), --fasttext for
-the OCR tokens' word vectors, --answer_vocab (docs/textvqa.md, "Data").
+or mmf's LMDB; --features_format) and --ocr_features (mmf's per-image
+`.npy` + `_info.npy` or its LMDB, or per-image `.npz`; neither needed
+when the imdb names stacked feature files), --fasttext for the OCR
+tokens' word vectors, --answer_vocab (docs/textvqa.md, "Data").
 """
 
 import sys
@@ -68,9 +69,10 @@ def build_parser():
                       "(the anchor's), per-image .npz (features [N, C], boxes [N, 4]) or "
                       "mmf's LMDB (--features_format)")
     _cli.add_features_format_flags(data, image_sizes=False)
-    data.add_argument("--ocr_features", type=_cli.input_folder,
-                      help="folder of per-image .npz OCR appearance features (features "
-                      "[T, C], the imdb's OCR order) named by image id")
+    data.add_argument("--ocr_features", type=_cli.input_file_or_folder,
+                      help="the OCR tokens' features, one row per imdb OCR token in its "
+                      "order, named by image id: mmf's <id>.npy (+ <id>_info.npy), mmf's "
+                      "LMDB of them, or per-image .npz (features [T, C]); layout detected")
     data.add_argument("--fasttext", type=_cli.input_file,
                       help="FastText .vec (or any word2vec/GloVe text) file: the OCR "
                       "tokens' word vectors (left out: PHOC and appearance only)")

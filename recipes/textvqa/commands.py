@@ -13,6 +13,7 @@ from keras_structattn.data.word_vocab import WordVocab
 from keras_structattn.metrics import textvqa as textvqa_metrics
 from keras_structattn.tasks.textvqa import batches as m4c_batches
 from keras_structattn.tasks.textvqa import features as textvqa_features
+from keras_structattn.tasks.textvqa import ocr_stores
 from keras_structattn.tasks.textvqa import report as textvqa_report
 from keras_structattn.tasks.textvqa import textvqa as textvqa_data
 from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
@@ -56,11 +57,21 @@ class TextVQATask(_vl.Task):
         print(f"[data] {name}: {report.summary()}")
         objects = (self.open_store(args.object_features, records) if args.object_features
                    else None)
-        features = textvqa_features.ImageFeatures(path, objects, args.ocr_features)
+        features = textvqa_features.ImageFeatures(
+            path, objects, self.open_ocr(args.ocr_features) if args.ocr_features else None)
         kept = _vl.with_features(name, records, features.problem, args.skip_invalid)
         if not kept:
             raise ValueError(f"{path}: no question left to use")
         return _vl.Split(name, kept, features)
+
+    def open_ocr(self, path):
+        """The OCR features at `path` (layout detected), opened once per
+        command."""
+        if path not in self._stores:
+            store = ocr_stores.OcrFeatures(path)
+            print(f"[data] OCR features: {store.describe()}")
+            self._stores[path] = store
+        return self._stores[path]
 
     def load_splits(self, needed):
         """`{split: Split}` of the splits in `needed` that the data has."""

@@ -1,6 +1,8 @@
 """TextVQA image features (`ImageFeatures`, the two layouts and their
 errors), M4C's OCR features, the random graph and `M4CBatches`."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ from keras_structattn.data.feature_formats import open_region_features
 from keras_structattn.ops import relation_tables
 from keras_structattn.tasks.textvqa import batches
 from keras_structattn.tasks.textvqa import features
+from keras_structattn.tasks.textvqa import ocr_stores
 from keras_structattn.tasks.textvqa.phoc import PHOC_DIM
 from keras_structattn.tasks.textvqa.textvqa import AnswerWordVocab
 from keras_structattn.tasks.textvqa.textvqa import TextVQARecord
@@ -166,3 +169,83 @@ def test_m4c_and_sa_m4c_batches_have_the_same_targets_and_detected_boxes(stacked
         plain["ocr_boxes"][0, :2],
         features.detector_boxes(records[0].ocr_boxes, 0.05, ("ocr", 7)))
     assert not np.allclose(plain["ocr_boxes"][0, :2], records[0].ocr_boxes)
+
+
+# ------------------------------------------- OCR features (`ocr_stores`)
+
+
+def write_mmf_ocr(folder, image_id, tokens, dim=3, value=1.0):
+    """One image as mmf's `extract_ocr_frcn_feature.py` saves it: the
+    features `<id>.npy`, then `<id>_info.npy` = {ocr_boxes, ocr_tokens}."""
+    folder.mkdir(exist_ok=True)
+    np.save(folder / f"{image_id}_info.npy",
+            {"ocr_boxes": np.zeros((len(tokens), 4)), "ocr_tokens": list(tokens)})
+    np.save(folder / f"{image_id}.npy", np.full((len(tokens), dim), value, np.float32))
+
+
+def test_mmf_ocr_folder_is_detected_and_read_in_the_imdbs_order(tmp_path):
+    ocr = tmp_path / "ocr_en_frcn_features"
+    write_mmf_ocr(ocr, "7", ["stop", "here"], value=2.0)
+    write_mmf_ocr(ocr, "8", [])  # mmf writes [0, 2048] for an image without OCR
+    store = ocr_stores.OcrFeatures(ocr)
+    assert store.ocr_format == "mmf_npy" and len(store) == 2 and "7" in store
+    rows, where = store.features("7", ["stop", "here"])
+    np.testing.assert_array_equal(rows, np.full((2, 3), 2.0))
+    assert where.endswith("7.npy")
+    assert store.features("8", [])[0].shape == (0, 3)
+    with pytest.raises(ValueError, match="not the imdb's"):
+        store.features("7", ["here", "stop"])  # another OCR system's tokens
+    with pytest.raises(ValueError, match="no OCR features for image 9"):
+        store.features("9", ["a"])
+
+
+def test_mmf_ocr_lmdb_keyed_by_the_files_path(tmp_path):
+    """As mmf's `lmdb_conversion.py` packs the folder: keys are the files'
+    paths in it without `.npy`, values dicts with `features` (and its
+    object-feature fields, None here), plus mmf's own `b"keys"`."""
+    lmdb = pytest.importorskip("lmdb")
+    path = tmp_path / "ocr_en_frcn_features.lmdb"
+    env = lmdb.open(str(path), map_size=1 << 22)
+    with env.begin(write=True) as txn:
+        item = {"feature_path": "train_images/7", "features": np.ones((2, 3), np.float32),
+                "bbox": None, "num_boxes": None, "image_width": None, "image_height": None}
+        txn.put(b"train_images/7", pickle.dumps(item))
+        txn.put(b"keys", pickle.dumps([b"train_images/7"]))
+    env.close()
+    store = ocr_stores.OcrFeatures(path)
+    assert store.ocr_format == "mmf_lmdb" and len(store) == 1
+    assert store.features("7", ["stop", "here"])[0].shape == (2, 3)
+    store.close()
+
+
+def test_ocr_layouts_are_never_guessed(tmp_path):
+    both = tmp_path / "both"
+    write_mmf_ocr(both, "7", ["a"])
+    np.savez(both / "8.npz", features=np.ones((1, 3)))
+    with pytest.raises(ValueError, match="both per-image .npy"):
+        ocr_stores.OcrFeatures(both)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no per-image .npy"):
+        ocr_stores.OcrFeatures(tmp_path / "empty")
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    np.save(flat / "7.npy", np.ones(3, np.float32))
+    with pytest.raises(ValueError, match=r"\[T, C\]"):
+        ocr_stores.OcrFeatures(flat).features("7", ["a", "b", "c"])
+
+
+def test_image_features_pair_mmf_objects_with_mmf_ocr(tmp_path):
+    """The recipe's real-data path: the row-count check and the token
+    check become the question's problem, naming the file."""
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    np.savez(objects / "7.npz", features=np.ones((1, 4)), boxes=[[0.1, 0.2, 0.5, 0.4]])
+    write_mmf_ocr(tmp_path / "ocr", "7", ["stop", "here"])
+    store = features.ImageFeatures(
+        str(tmp_path / "imdb.npy"),
+        open_region_features(objects, "bottom_up_npz", name_ids=True), str(tmp_path / "ocr"))
+    good = record(path=None)._replace(image_id="7")
+    assert store.problem(good) is None
+    assert store.of(good)[2].shape == (2, 3)
+    problem = store.problem(good._replace(ocr_tokens=["stop", "here", "now"]))
+    assert "question 1" in problem and "not the imdb's" in problem and "7.npy" in problem

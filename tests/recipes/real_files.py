@@ -231,14 +231,21 @@ def write_mmf_object_folder(folder, image_ids, regions=5, seed=0):
     return str(folder)
 
 
-def write_ocr_folder(folder, image_ids, tokens=2, seed=1):
-    """The OCR tokens' appearance features, `<image_id>.npz` with
-    `features` `[T, C]` in the imdb's OCR order."""
+def write_mmf_ocr_folder(folder, imdb_paths, seed=1):
+    """mmf's OCR token features as `projects/m4c/scripts/extract_ocr_frcn_feature.py`
+    writes them: for each image of the imdbs, `<feature_path>` (`<image_id>.npy`)
+    `[T, C]` in the imdb's OCR order beside `<image_id>_info.npy`, a pickled
+    dict of `ocr_boxes` (pixels) and `ocr_tokens`."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    for image_id in image_ids:
-        np.savez(folder / f"{image_id}.npz",
-                 features=rng.normal(size=(tokens, FEATURE_DIM)).astype(np.float32))
+    for path in imdb_paths:
+        for info in np.load(path, allow_pickle=True)[1:]:
+            w, h = info["image_width"], info["image_height"]
+            boxes = np.asarray(info["ocr_normalized_boxes"]).reshape(-1, 4) * [w, h, w, h]
+            save = folder / info["feature_path"]
+            np.save(str(save).replace(".npy", "_info.npy"),
+                    {"ocr_boxes": boxes, "ocr_tokens": info["ocr_tokens"]})
+            np.save(save, rng.normal(size=(len(boxes), FEATURE_DIM)).astype(np.float32))
     return str(folder)
 
 

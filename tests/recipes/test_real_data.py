@@ -286,14 +286,15 @@ def textvqa_files(tmp_path_factory):
     ids = {split: real_files.textvqa_image_ids(count, start) for split, count, start in
            (("train", 24, 0), ("val", 4, 100), ("test", 6, 200))}
     everything = [i for split in ids.values() for i in split]
-    return dict(
-        ids=ids,
+    imdbs = dict(
         train=real_files.write_textvqa_imdb(root / "imdb_train.npy", "train", ids["train"]),
         val=real_files.write_textvqa_imdb(root / "imdb_val.npy", "val", ids["val"]),
         test=real_files.write_textvqa_imdb(root / "imdb_test.npy", "test", ids["test"],
-                                           annotated=False),
+                                           annotated=False))
+    return dict(
+        ids=ids, **imdbs,
         objects=real_files.write_mmf_object_folder(root / "detectron_fix_100", everything),
-        ocr=real_files.write_ocr_folder(root / "ocr_en_frcn", everything),
+        ocr=real_files.write_mmf_ocr_folder(root / "ocr_en_frcn_features", imdbs.values()),
         fasttext=real_files.write_fasttext(root / "wiki.en.vec",
                                            [*real_files.OCR_WORDS, "sign"]),
         answers=real_files.write_answer_vocab(root / "answers.txt", real_files.OCR_WORDS))
@@ -323,6 +324,7 @@ def test_textvqa_readme_line_reads_mmf_object_features_by_image_name(textvqa_fil
     err = capsys.readouterr().err
     assert (f"[data] features: MmfFolderFeatures({textvqa_files['objects']}): 34 images, "
             f"regions [N, {real_files.FEATURE_DIM}]") in err
+    assert f"[data] OCR features: OcrFeatures({textvqa_files['ocr']}, mmf_npy): 34 images" in err
     assert "not evaluated: no annotated test questions" in err
     assert "[train] 24 questions" in err
     saved = json.loads((out / "run.json").read_text())["data"]

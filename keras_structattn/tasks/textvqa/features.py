@@ -12,8 +12,9 @@ Two layouts (docs/textvqa.md, "Data"):
   `keras_structattn.data.feature_formats` that names its images (mmf's
   `<image_id>.npy` + `<image_id>_info.npy`, the anchor's; per-image
   `.npz`; mmf's LMDB), opened with `name_ids=True`: TextVQA's image ids
-  are names; and a folder of per-image OCR `.npz` named by the image id,
-  `features [T, C]`, one row per OCR token of the imdb, in its order.
+  are names; and the OCR tokens' features, one row per OCR token of the
+  imdb, in its order, in mmf's layouts or per-image `.npz`
+  (`ocr_stores.OcrFeatures`).
 
 Every read is checked; an error names the file and the image or question.
 """
@@ -25,6 +26,7 @@ import numpy as np
 
 from keras_structattn.ops import relation_tables
 from keras_structattn.ops import spatial_graph
+from keras_structattn.tasks.textvqa import ocr_stores
 from keras_structattn.tasks.textvqa.phoc import phoc
 
 
@@ -41,13 +43,14 @@ class ImageFeatures:
             the image ids as str (`feature_formats.open_region_features(
             ..., name_ids=True)`), or None (the imdb's stacked
             `feature_path` files).
-        ocr_folder: the per-image OCR folder (with `objects`).
+        ocr: the OCR features (with `objects`): an `ocr_stores.OcrFeatures`
+            or the path of one (its layout detected).
     """
 
-    def __init__(self, imdb_path, objects=None, ocr_folder=None):
+    def __init__(self, imdb_path, objects=None, ocr=None):
         self.folder = os.path.dirname(os.path.abspath(imdb_path))
         self.objects = objects
-        self.ocr_folder = ocr_folder
+        self.ocr = ocr_stores.OcrFeatures(ocr) if isinstance(ocr, (str, os.PathLike)) else ocr
         self._stacked = {}
 
     def _stacked_file(self, record):
@@ -61,14 +64,6 @@ class ImageFeatures:
                 self._stacked[path] = {k: data[k] for k in (
                     "obj_features", "obj_boxes", "num_obj", "ocr_features", "num_ocr")}
         return path, self._stacked[path]
-
-    def _per_image(self, folder, record, what):
-        path = os.path.join(folder, f"{record.image_id}.npz")
-        if not os.path.exists(path):
-            raise FeatureError(f"question {record.question_id}: no {what} features for "
-                               f"image {record.image_id} ({path})")
-        with np.load(path) as data:
-            return path, {k: data[k] for k in data.files}
 
     def of(self, record):
         """The features of one question.
@@ -107,11 +102,11 @@ class ImageFeatures:
             except ValueError as error:
                 raise FeatureError(str(error)) from None
             where = f"{self.objects.path}, image {record.image_id}"
-            ocr_path, ocr_data = self._per_image(self.ocr_folder, record, "OCR")
-            if "features" not in ocr_data:
-                raise FeatureError(f"{ocr_path}: needs `features` [T, C]")
-            ocr = ocr_data["features"]
-            where = f"{where} / {ocr_path}"
+            try:
+                ocr, ocr_where = self.ocr.features(record.image_id, record.ocr_tokens)
+            except ValueError as error:
+                raise FeatureError(f"question {record.question_id}: {error}") from None
+            where = f"{where} / {ocr_where}"
         objects = np.asarray(objects, np.float32).reshape(len(objects), -1)
         ocr = np.asarray(ocr, np.float32).reshape(len(ocr), -1)
         if len(objects) != len(boxes):
