@@ -124,6 +124,21 @@ def _normalize_boxes(boxes, size, where):
     return np.clip(boxes, 0.0, 1.0).astype(np.float32)
 
 
+def _pixel_size(boxes, size):
+    """A reader's `image_sizes` entry for one image's `boxes`: `size` when
+    the boxes are pixels, None when they already lie in [0, 1] (normalised
+    boxes are kept as they are; a box of pixels within [0, 1] would be a
+    one-pixel image's). A size stored with the boxes themselves (`image_w`,
+    `image_h`) is not this fallback and always applies."""
+    if size is None:
+        return None
+    boxes = np.asarray(boxes, np.float64)
+    if boxes.size and np.isfinite(boxes).all() and (
+            boxes.min() >= -_BOX_TOLERANCE and boxes.max() <= 1 + _BOX_TOLERANCE):
+        return None
+    return size
+
+
 def _finite_float32(array, where):
     array = np.asarray(array)
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
@@ -442,7 +457,7 @@ class FolderFeatures(FeatureStore):
                     f"{where}: {count_key}={count} but the file has {len(features)} regions."
                 )
             features, boxes = features[:count], boxes[:count]
-        size = self._size(image_id)
+        size = _pixel_size(boxes, self._size(image_id))
         if "image_w" in arrays and "image_h" in arrays:
             size = (float(arrays["image_w"]), float(arrays["image_h"]))
         return self._checked_regions(features, boxes, size, where)
@@ -514,7 +529,8 @@ class ArrayFeatures(FeatureStore):
         kind: "grid", "regions" or None (from the content; a file holding
             both, like Shapes world's, needs it).
         image_sizes: None, a `(width, height)` pair or a dict
-            `{image_id: (width, height)}`, for pixel boxes.
+            `{image_id: (width, height)}`, for pixel boxes (boxes already in
+            [0, 1] are kept as they are).
     """
 
     def __init__(self, path, kind=None, *, image_sizes=None, _arrays=None):
@@ -623,11 +639,11 @@ class ArrayFeatures(FeatureStore):
         row = self._rows[image_id]
         count = int(self._counts[row])
         where = f"{self.path} (image id {image_id}, '{self._keys[0]}')"
-        size = self._size(image_id)
-        if self._image_wh is not None:
-            size = (float(self._image_wh[0][row]), float(self._image_wh[1][row]))
         features = np.asarray(self._features[row])[:count]
         boxes = np.asarray(self._boxes[row])[:count]
+        size = _pixel_size(boxes, self._size(image_id))
+        if self._image_wh is not None:
+            size = (float(self._image_wh[0][row]), float(self._image_wh[1][row]))
         return self._checked_regions(features, boxes, size, where)
 
     def close(self):

@@ -205,6 +205,19 @@ def test_folder_regions_box_normalisation(tmp_path):
     for i, (f, b, (w, h)) in items.items():
         np.savez(norm / f"{i}.npz", features=f, boxes=b / [w, h, w, h])
     np.testing.assert_allclose(region_batch(open_features(norm), IDS)[1], want[1], atol=1e-6)
+    # ... also when sizes are given (grounding gives every store its refs'
+    # image sizes): they are for pixel boxes, not a second division.
+    np.testing.assert_allclose(region_batch(open_features(norm, image_sizes=sizes), IDS)[1],
+                               want[1], atol=1e-6)
+    stacked = tmp_path / "stacked.npz"
+    np.savez(stacked, image_ids=[7], features=items[7][0][None],
+             boxes=(items[7][1] / [*items[7][2], *items[7][2]])[None])
+    np.testing.assert_allclose(
+        open_features(stacked, image_sizes=sizes).regions(7)[1],
+        open_features(stacked).regions(7)[1])
+    np.testing.assert_allclose(
+        open_features(stacked).regions(7)[1], items[7][1] / [*items[7][2], *items[7][2]],
+        atol=1e-6)
     np.savez(norm / "7.npz", features=items[7][0], boxes=items[7][1][:2] / 100)
     with pytest.raises(ValueError, match=r"7.npz \(image id 7\): 4 regions need boxes of shape"):
         open_features(norm).regions(7)

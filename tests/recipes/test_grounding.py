@@ -53,6 +53,18 @@ def test_evaluate_scores_iou_above_one_half_next_to_the_baseline(trained, capsys
         assert result["correct"] == (iou > 0.5) or abs(iou - 0.5) < 1e-3
     assert summary["expressions"] == len(records) == len(results)
     assert summary["accuracy"] == pytest.approx(100 * np.mean(correct), abs=1e-6)
+    # The baseline, from the world's own files: the biggest of each image's
+    # boxes (stored normalised; the refs give pixels on their images' sizes).
+    world = np.load(trained / "shapes_world" / "features_test.npz")
+    rows = {int(i): k for k, i in enumerate(world["image_ids"])}
+    hits = []
+    for r in records:
+        k = rows[r.image_id]
+        boxes = world["obj_boxes"][k, : world["num_obj"][k]] * np.tile(r.image_size, 2)
+        biggest = boxes[np.argmax((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))]
+        hits.append(refcoco.box_iou(biggest[None], np.array([r.box]))[0, 0] > 0.5)
+    assert summary["baseline"] == pytest.approx(100 * np.mean(hits), abs=1e-6)
+    assert summary["baseline"] > 0  # the referred shape is the biggest in some images
 
 
 def test_the_papers_target_is_a_run_setting(trained, tmp_path, capsys):
