@@ -238,12 +238,12 @@ def test_bad_inputs_raise():
 
 
 def test_gate_comparison_sets_and_the_gate_bias():
-    """The d 128 sets of the gate comparison (d_h 32, 4 blocks, the paper's
+    """The d 128 sets of the gate comparison (d_h 32, 2 blocks, the paper's
     rate rule) differ only in the gate; `gate_bias_init` reaches every
     block's FC_g bias, and those gates start near sigmoid(4)."""
     gated = registry.get("muan_d128")
-    assert (gated.hidden_size // gated.num_heads, gated.num_blocks) == (32, 4)
-    np.testing.assert_allclose(gated.learning_rate, 1.5e-2 / np.sqrt(128 * 4))
+    assert (gated.hidden_size // gated.num_heads, gated.num_blocks) == (32, 2)
+    np.testing.assert_allclose(gated.learning_rate, 1.5e-2 / np.sqrt(128 * 2))
     assert gated.gate_bias_init == 0.0
     assert registry.get("muan_d128_nogate").values() == gated.override(qk_gate=False).values()
     high = registry.get("muan_d128_gate_bias")
