@@ -73,8 +73,10 @@ def build_vocab(records):
     return {w: i + 2 for i, w in enumerate(words)}
 
 
-def encode(split, records, vocab, answers, max_len):
-    """Model inputs and answer labels (-1 for answers unseen in training)."""
+def encode(split, records, vocab, answers, max_len, positions=True):
+    """Model inputs and answer labels (-1 for answers unseen in training);
+    without `positions` the objects are their appearance alone (a world
+    generated with `region_geometry=False`, and no box appended)."""
     f = split.features
     n = f["obj_features"].shape[1]
     scene = np.array([k for k, _ in records], np.int64)
@@ -82,7 +84,8 @@ def encode(split, records, vocab, answers, max_len):
     for row, (_, r) in enumerate(records):
         ids = [vocab.get(w, 1) for w in tokenize(r["question"])][:max_len]
         tokens[row, : len(ids)] = ids
-    objects = np.concatenate([f["obj_features"], f["obj_boxes"]], -1)[scene]
+    objects = (np.concatenate([f["obj_features"], f["obj_boxes"]], -1) if positions
+               else f["obj_features"])[scene]
     mask = (np.arange(n)[None, :] < f["num_obj"][scene][:, None]).astype("float32")
     labels = np.array([answers.get(r["answer"], -1) for _, r in records], np.int32)
     return {"question": tokens, "objects": objects, "object_mask": mask}, labels
@@ -155,14 +158,21 @@ def main():
     parser.add_argument("--train", type=int, default=2000, help="train scenes (smoke tests)")
     parser.add_argument("--val", type=int, default=500, help="val scenes")
     parser.add_argument("--test", type=int, default=500, help="test scenes")
+    parser.add_argument("--positions", choices=("on", "off"), default="on",
+                        help="off: the shapes' appearance alone, no box anywhere (can a "
+                        "model answer without positions? the MCAN vs MCAN+PA test)")
     parser.add_argument("--reference", default=None,
                         help="also write the test scores as the VQA recipe's probe reference "
                         "(JSON; recipes/vqa/probe_reference.json for the recipe's default "
                         "world: --seed 1 --val 200)")
     args = parser.parse_args()
+    if args.reference and args.positions == "off":
+        parser.error("--reference is the recipe's default world: with --positions on")
 
     script_start = start = time.perf_counter()
-    world = sw.generate(args.train, args.val, args.test, seed=args.seed, tasks=["vqa"])
+    positions = args.positions == "on"
+    world = sw.generate(args.train, args.val, args.test, seed=args.seed, tasks=["vqa"],
+                        region_geometry=positions)
     generation_s = time.perf_counter() - start
     baselines = sw.trivial_baselines(world)["vqa"]
 
@@ -173,9 +183,9 @@ def main():
     answers = {a: i for i, a in enumerate(answer_list)}
     max_len = max(len(tokenize(r["question"])) for _, r in train_records)
 
-    x_train, y_train = encode(train, train_records, vocab, answers, max_len)
-    x_val, y_val = encode(val, val_records, vocab, answers, max_len)
-    x_test, _ = encode(test, test_records, vocab, answers, max_len)
+    x_train, y_train = encode(train, train_records, vocab, answers, max_len, positions)
+    x_val, y_val = encode(val, val_records, vocab, answers, max_len, positions)
+    x_test, _ = encode(test, test_records, vocab, answers, max_len, positions)
     keep = y_val >= 0
     x_val = {k: v[keep] for k, v in x_val.items()}
     y_val = y_val[keep]
