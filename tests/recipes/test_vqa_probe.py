@@ -5,6 +5,8 @@ import argparse
 import json
 import os
 
+import numpy as np
+
 from recipes.vqa.commands import PROBE_REFERENCE
 from recipes.vqa.commands import probe_lines
 
@@ -51,3 +53,26 @@ def test_the_committed_reference_is_of_the_default_world():
         probe = json.load(f)
     assert probe["world"] == dict(seed=1, train=2000, val=200, test=500)
     assert set(probe["scores"]) >= {"count", "color", "shape", "exist", "relation", "overall"}
+
+
+def test_the_probe_without_positions_sees_no_box():
+    """`shapes_world_probe.py --positions off`: the objects are the
+    appearance features of a world generated without region geometry, and
+    no box is appended (with positions: the 30-d features, then the box)."""
+    from benchmarks import shapes_world_probe as probe
+    from keras_structattn.data import shapes_world as sw
+
+    inputs = {}
+    for positions in (True, False):
+        world = sw.generate(6, 2, 2, seed=3, tasks=["vqa"], region_geometry=positions)
+        split = world.splits["train"]
+        records = probe.split_records(split)
+        vocab = probe.build_vocab(records)
+        answers = {a: i for i, a in enumerate(sorted({r["answer"] for _, r in records}))}
+        x, _ = probe.encode(split, records, vocab, answers, 14, positions)
+        inputs[positions] = (x["objects"], split.features)
+    with_boxes, features = inputs[True]
+    assert with_boxes.shape[-1] == features["obj_features"].shape[-1] + 4
+    appearance, features = inputs[False]
+    np.testing.assert_array_equal(appearance[0], features["obj_features"][0])
+    assert appearance.shape[-1] == with_boxes.shape[-1] - 9  # no box or area, no appended box
