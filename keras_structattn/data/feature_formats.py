@@ -212,6 +212,25 @@ def _mmf_regions(store, features, info, where):
     return store._checked_regions(features, boxes, size, where)
 
 
+def open_lmdb(path):
+    """mmf's LMDB at `path` (a folder holding `data.mdb`, or the file),
+    opened read-only as mmf's readers open it.
+
+    Raises:
+        ValueError: the `lmdb` package is missing, or `path` is no LMDB.
+    """
+    try:
+        import lmdb
+    except ImportError:
+        raise ValueError("Reading an LMDB needs the lmdb package: pip install "
+                         "'keras_structattn[lmdb]' (or pip install lmdb).") from None
+    try:
+        return lmdb.open(path, subdir=os.path.isdir(path), readonly=True, lock=False,
+                         readahead=False, meminit=False)
+    except lmdb.Error as e:
+        raise ValueError(f"{path}: not a readable LMDB ({e}).") from None
+
+
 class LmdbFeatures(FeatureStore):
     """mmf's LMDB of region features (needs the `lmdb` package).
 
@@ -229,17 +248,8 @@ class LmdbFeatures(FeatureStore):
     kind = "regions"
 
     def __init__(self, path, name_ids=False):
-        try:
-            import lmdb
-        except ImportError:
-            raise ValueError("Reading an LMDB needs the lmdb package: pip install "
-                             "'keras_structattn[lmdb]' (or pip install lmdb).") from None
         self.path = os.fspath(path)
-        try:
-            self._env = lmdb.open(self.path, subdir=os.path.isdir(self.path), readonly=True,
-                                  lock=False, readahead=False, meminit=False)
-        except lmdb.Error as e:
-            raise ValueError(f"{self.path}: not a readable LMDB ({e}).") from None
+        self._env = open_lmdb(self.path)
         self._keys, self.unmatched_keys = {}, []
         with self._env.begin() as txn:
             for key in txn.cursor().iternext(keys=True, values=False):

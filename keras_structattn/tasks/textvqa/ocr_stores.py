@@ -25,6 +25,8 @@ import pickle
 
 import numpy as np
 
+from keras_structattn.data.feature_formats import open_lmdb
+
 OCR_FORMATS = ("mmf_npy", "mmf_lmdb", "npz")
 
 
@@ -80,16 +82,7 @@ class OcrFeatures:
                           if e.name.endswith(ext) and not e.name.endswith("_info.npy")}
 
     def _lmdb_keys(self):
-        try:
-            import lmdb
-        except ImportError:
-            raise ValueError("Reading an LMDB needs the lmdb package: pip install "
-                             "'keras_structattn[lmdb]' (or pip install lmdb).") from None
-        try:
-            self._env = lmdb.open(self.path, subdir=os.path.isdir(self.path), readonly=True,
-                                  lock=False, readahead=False, meminit=False)
-        except lmdb.Error as e:
-            raise ValueError(f"{self.path}: not a readable LMDB ({e}).") from None
+        self._env = open_lmdb(self.path)
         keys = {}
         with self._env.begin() as txn:
             for key in txn.cursor().iternext(keys=True, values=False):
