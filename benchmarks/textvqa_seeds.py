@@ -56,10 +56,11 @@ ARMS = {
                       "--graph", "random"],
 }
 # A smaller world than the recipe's 4,500 training scenes, so that 20 runs
-# converge on 2 cores in about an hour: on 1,000 scenes (1.7k questions,
-# 54 steps an epoch) a run overfits and stops within minutes, and the
+# fit in about an hour on 2 cores: on 1,000 scenes (1.7k questions, 54
+# steps an epoch) the plain arms stop on patience within minutes, and the
 # `direction` and `written_on` questions, the spatial ones, are still half
-# of the test split (docs/textvqa.md, "Results").
+# of the test split. The 7-minute cap is short for SA-M4C: 4 of its 5 runs
+# of 2026-12-02 ended there, still learning (docs/textvqa.md, "Results").
 WORLD = ("--world_train", "1000")
 TRAINING = ("--epochs", "400", "--early_stopping", "accuracy:6", "--max_minutes", "7")
 ROWS = ("overall", "[ocr]", "[vocab]", "direction", "written_on")
