@@ -147,14 +147,18 @@ def _caption_flags(out, *extra):
 def runs(data, tmp_path_factory):
     root = tmp_path_factory.mktemp("distributed")
 
+    # float32: the runs compare replicas to float32 rounding
+    # (`replica_tolerance`); `auto` would take bfloat16 on AMX CPUs.
     def translate(name, *extra):
         return ["translate", ["train", *translate_flags(
             data, root / name, "--hparams", TRANSLATE_HPARAMS, "--train_steps", "2",
-            "--steps_per_checkpoint", "1", "--no_eval", *extra)], None]
+            "--steps_per_checkpoint", "1", "--no_eval", "--precision", "float32", *extra)],
+            None]
 
     def caption(name, *extra, status=None):
         return ["caption", ["train", *_caption_flags(
-            root / name, "--train_steps", "2", "--steps_per_checkpoint", "1", *extra)], status]
+            root / name, "--train_steps", "2", "--steps_per_checkpoint", "1",
+            "--precision", "float32", *extra)], status]
 
     processes = [
         _start("jax", [translate("translate_one"), translate("translate_two", *TWO)]),

@@ -15,7 +15,7 @@ from tests.recipes.conftest import kill_at_checkpoint
 from tests.recipes.test_caption import weights_of
 from tests.recipes.test_distributed_ct import TRANSLATE_HPARAMS
 
-STEPS = ["--train_steps", "4", "--steps_per_checkpoint", "1", "--no_eval",
+STEPS = ["--train_steps", "4", "--steps_per_checkpoint", "1", "--no_eval", "--precision", "float32",
          "--distribute", "data_parallel", "--devices", "2"]
 ENV = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
 

@@ -65,8 +65,10 @@ DRIVER = textwrap.dedent(
 
 def vqa_flags(out, *extra):
     # Shapes world: 102 training questions (12 batches of 8), 19 validation
-    # questions (18 on 2 devices).
-    return ["train", "--output_dir", str(out), "--model", "muan",
+    # questions (18 on 2 devices). float32: the runs compare replicas to
+    # float32 rounding (`replica_tolerance`); `auto` would take bfloat16 on
+    # AMX CPUs.
+    return ["train", "--output_dir", str(out), "--model", "muan", "--precision", "float32",
             "--hparams", f"{test_vqa.TINY['muan']},{NO_DROPOUT}", "--min_answer_count", "1",
             "--world_train", "24", "--world_val", "4", "--world_test", "6",
             "--predict_batch_size", "16", "--verbose", "0", *extra]

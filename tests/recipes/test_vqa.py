@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 
+from keras_structattn.training import precision as precision_of_machine
 from recipes import _cli
 from recipes import vqa
 from tests.recipes.conftest import ROOT
@@ -147,12 +148,14 @@ def test_visualize_writes_one_png_per_question(trained, capsys):
 def test_other_models_train_evaluate_and_draw(model, trained, tmp_path, capsys):
     out = tmp_path / model
     shutil.copytree(trained / "shapes_world", out / "shapes_world")  # skip generating
-    # MUAN trains in mixed bfloat16: the run keeps its precision.
+    # MUAN trains in mixed bfloat16: the run keeps its precision. MCAN+PA's
+    # `auto` is the machine's (bfloat16 on CPUs with AMX tiles).
     precision = ["--precision", "mixed_bfloat16"] if model == "muan" else []
     vqa.main(["train", *flags(out, model, "--epochs", "1", *precision)])
     assert "overall" in capsys.readouterr().out
     settings = json.loads((out / "run.json").read_text())
-    assert settings["precision"] == ("mixed_bfloat16" if model == "muan" else "float32")
+    expected = "mixed_bfloat16" if model == "muan" else precision_of_machine.resolve("auto")
+    assert settings["precision"] == expected
     if model == "muan":
         with pytest.raises(_cli.UsageError, match=r"--precision float32 \(the run has "
                            r"mixed_bfloat16\)"):
